@@ -1,0 +1,21 @@
+"""smoothlearn: certifiably robust classifiers by randomized smoothing.
+
+scikit-learn estimators around torch networks (trained through skorch) whose
+smoothed predictions come with certified regions.
+"""
+
+from .estimators import SmoothedClassifier
+from .noise import get_noise
+from .regions import Certificates
+from .strategies import BaseStrategy, Cohen
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BaseStrategy",
+    "Certificates",
+    "Cohen",
+    "SmoothedClassifier",
+    "__version__",
+    "get_noise",
+]

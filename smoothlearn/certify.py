@@ -1,0 +1,275 @@
+"""The Monte Carlo engine: noise banks, class counts, CERTIFY and PREDICT.
+
+CERTIFY and PREDICT are those of Cohen et al. (2019), DESIGN.md section 4::
+
+    CERTIFY(f, S, x, n0, n, alpha):
+        c = argmax counts(f, x, S, n0)        # selection draws
+        k = counts(f, x, S, n)[c]             # independent estimation draws
+        p = beta.ppf(alpha, k, n - k + 1)     # one-sided Clopper-Pearson bound
+        p < 1/2 -> ABSTAIN, else (c, gap(p))
+    PREDICT(f, S, x, n, alpha):
+        nA, nB = top two counts(f, x, S, n)
+        binomtest(nA, nA + nB, 1/2) p-value <= alpha -> cA, else ABSTAIN
+
+Noise banks
+-----------
+One call draws its standard noise once, as banks shared by every input of the
+call: bank 0 holds selection draws, bank 1 estimation draws, bank 2
+optimisation draws (for strategies that choose a scale per input). Row ``r``
+of bank ``b`` lies in chunk ``r // CHUNK_ROWS``, and a chunk is a pure function
+of ``(key, b, chunk index)``: the same key gives the same draws whatever the
+batch size, the other inputs of the call, their order, or the worker that
+computes them.
+
+Why a shared bank keeps every certificate's guarantee: the draws are
+independent of the inputs (the key is fixed before the inputs are seen), so
+for each input ``x`` the estimation count is Binomial(n, p_x) and its
+Clopper-Pearson bound holds with probability ``1 - alpha``, exactly as with
+noise drawn for ``x`` alone. Inputs share draws, so their failures are not
+independent of each other; a guarantee per certificate never needed that.
+What the guarantee does need is that the inputs do not depend on the draws:
+with a published fixed ``random_state`` whoever chooses the inputs can search
+for inputs whose draws are lucky. Where inputs may be chosen adversarially,
+leave ``random_state=None`` (fresh OS entropy per call) or keep the seed secret.
+
+Memory: a call holds one window of a bank (``window`` rows by ``n_features``,
+``window = min(n, max(CHUNK_ROWS, batch_size))`` rounded to whole chunks) plus
+one forward batch (``batch_size`` noisy inputs, their activations and logits),
+whatever ``n`` and however many inputs are certified.
+"""
+
+import numpy as np
+import torch
+from scipy.stats import beta as _beta
+from scipy.stats import binom as _binom
+
+__all__ = [
+    "CHUNK_ROWS",
+    "NoiseBank",
+    "bank_key",
+    "BaseNetwork",
+    "count_classes",
+    "clopper_pearson_lower",
+    "certify_from_counts",
+    "predict_from_counts",
+]
+
+#: Rows per generated chunk of a noise bank. Part of the draws' definition:
+#: changing it changes which numbers a seed gives.
+CHUNK_ROWS = 1024
+
+SELECTION, ESTIMATION, OPTIMISATION = 0, 1, 2
+
+
+def bank_key(random_state):
+    """The key of one call's noise banks.
+
+    ``None`` gives fresh OS entropy; an int always gives the same key; a
+    :class:`numpy.random.RandomState` or :class:`numpy.random.Generator` gives
+    the next key of its stream.
+    """
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy)
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**63 - 1, dtype=np.int64))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    raise ValueError(f"random_state must be None, an int or a RandomState; got {random_state!r}")
+
+
+class NoiseBank:
+    """Standard-form noise rows of one bank, generated chunk by chunk.
+
+    Parameters
+    ----------
+    key : int
+        The call's key (see :func:`bank_key`).
+    bank : int
+        Which bank: 0 selection, 1 estimation, 2 optimisation.
+    family : NoiseFamily
+        The family whose standard form is drawn.
+    n_features : int
+        Columns of each row.
+    """
+
+    def __init__(self, key, bank, family, n_features):
+        self.key = key
+        self.bank = bank
+        self.family = family
+        self.n_features = n_features
+        self._cached = (None, None)
+
+    def chunk(self, j):
+        """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``, on the CPU."""
+        if self._cached[0] == j:
+            return self._cached[1]
+        seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
+        gen = torch.Generator().manual_seed(int(seed.generate_state(1, np.uint64)[0]))
+        z = self.family.sample((CHUNK_ROWS, self.n_features), generator=gen)
+        self._cached = (j, z)
+        return z
+
+    def rows(self, start, stop):
+        """Rows ``[start, stop)`` as a float32 CPU tensor."""
+        first, last = start // CHUNK_ROWS, (stop - 1) // CHUNK_ROWS
+        parts = [self.chunk(j) for j in range(first, last + 1)]
+        z = parts[0] if len(parts) == 1 else torch.cat(parts)
+        offset = first * CHUNK_ROWS
+        return z[start - offset : stop - offset]
+
+
+class BaseNetwork:
+    """The base classifier as the engine and the strategies see it.
+
+    Wraps a torch module: inputs are flat float32 tensors of shape
+    ``(m, n_features)`` reshaped to ``input_shape`` on the way in; the output is
+    the module's first output (logits, or probabilities under an NLL criterion).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    input_shape : tuple of int
+        Shape of one input as the module takes it.
+    n_classes : int
+    device : str or torch.device
+    nonlinearity : callable, default=None
+        Maps module outputs to class probabilities (skorch's predict
+        nonlinearity); softmax when None.
+    """
+
+    def __init__(self, module, input_shape, n_classes, device="cpu", nonlinearity=None):
+        self.module = module
+        self.input_shape = tuple(input_shape)
+        self.n_features = int(np.prod(self.input_shape))
+        self.n_classes = n_classes
+        self.device = torch.device(device)
+        self.nonlinearity = nonlinearity
+
+    def logits(self, x_flat):
+        out = self.module(x_flat.reshape(-1, *self.input_shape))
+        return out[0] if isinstance(out, tuple) else out
+
+    def probabilities(self, x_flat):
+        out = self.logits(x_flat)
+        if self.nonlinearity is None:
+            return torch.softmax(out, dim=-1)
+        return self.nonlinearity(out)
+
+
+def _perturbations(scale, z):
+    """``S_i z`` for a block of rows: scale (g,) or (g, d), z (w, d) -> (g, w, d)."""
+    if scale.ndim == 1:
+        return scale[:, None, None] * z[None]
+    return scale[:, None, :] * z[None]
+
+
+def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None):
+    """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
+
+    Processing is chunk-major: one window of the bank serves every input
+    before the next window is drawn, so each draw is generated once per call.
+
+    Parameters
+    ----------
+    network : BaseNetwork
+    X : ndarray of shape (m, n_features)
+        Flat inputs.
+    scale : ndarray of shape (m,) or (m, n_features)
+        Isotropic or diagonal scale of each input.
+    bank : NoiseBank
+    n_draws : int
+        Rows of the bank to use (the first ``n_draws``).
+    batch_size : int
+        Noisy inputs per forward pass.
+    progress : callable, default=None
+        Called with the number of noisy inputs processed after each pass.
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (m, n_classes)
+    """
+    m, d = X.shape
+    device = network.device
+    K = network.n_classes
+    counts = torch.zeros(m * K, dtype=torch.int64, device=device)
+    if m == 0 or n_draws == 0:
+        return counts.view(m, K).cpu().numpy()
+    window = min(n_draws, max(CHUNK_ROWS, batch_size // CHUNK_ROWS * CHUNK_ROWS))
+    X_t = torch.as_tensor(X, dtype=torch.float32, device=device)
+    scale_t = torch.as_tensor(scale, dtype=torch.float32, device=device)
+    network.module.eval()
+    with torch.inference_mode():
+        for start in range(0, n_draws, window):
+            stop = min(start + window, n_draws)
+            z_all = bank.rows(start, stop).to(device)
+            for zs in range(0, stop - start, batch_size):
+                z = z_all[zs : zs + batch_size]
+                w = z.shape[0]
+                group = max(1, batch_size // w)
+                for i0 in range(0, m, group):
+                    i1 = min(i0 + group, m)
+                    noisy = X_t[i0:i1, None, :] + _perturbations(scale_t[i0:i1], z)
+                    pred = network.logits(noisy.view(-1, d)).argmax(dim=1)
+                    rows = torch.arange(i0, i1, device=device).repeat_interleave(w)
+                    counts += torch.bincount(rows * K + pred, minlength=m * K)
+                    if progress is not None:
+                        progress((i1 - i0) * w)
+    return counts.view(m, K).cpu().numpy()
+
+
+def clopper_pearson_lower(k, n, alpha):
+    """One-sided ``(1 - alpha)`` Clopper-Pearson lower bound of a binomial proportion.
+
+    ``beta.ppf(alpha, k, n - k + 1)``, and 0 where ``k = 0``.
+
+    Examples
+    --------
+    >>> round(float(clopper_pearson_lower(100, 100, 0.001)), 6)
+    0.933254
+    """
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        p = _beta.ppf(alpha, k, n - k + 1)
+    return np.where(k > 0, p, 0.0)
+
+
+def certify_from_counts(selection_counts, estimation_counts, n, alpha, family):
+    """CERTIFY from the two count tables.
+
+    Returns
+    -------
+    top : ndarray of int, shape (m,)
+        Selected class index (-1 where abstained).
+    p_lower : ndarray of shape (m,)
+    gap : ndarray of shape (m,)
+        ``family.gap(p_lower)``, 0 where abstained.
+    abstained : ndarray of bool, shape (m,)
+    """
+    top = np.argmax(selection_counts, axis=1)
+    k = estimation_counts[np.arange(len(top)), top]
+    p_lower = clopper_pearson_lower(k, n, alpha)
+    abstained = p_lower < 0.5
+    gap = np.where(abstained, 0.0, family.gap(np.where(abstained, 0.5, p_lower)))
+    return np.where(abstained, -1, top), p_lower, gap, abstained
+
+
+def top_two_pvalue(counts):
+    """Two-sided binomial test p-value of the top two counts against 1/2.
+
+    Equals ``scipy.stats.binomtest(nA, nA + nB, 0.5).pvalue`` for each row:
+    the null distribution is symmetric, so the two-sided p-value is
+    ``min(1, 2 P(X >= nA))``.
+    """
+    order = np.sort(counts, axis=1)
+    n_a, n_b = order[:, -1], order[:, -2] if counts.shape[1] > 1 else 0 * order[:, -1]
+    total = n_a + n_b
+    p = 2.0 * _binom.sf(n_a - 1, total, 0.5)
+    return np.where(n_a == n_b, 1.0, np.minimum(p, 1.0))
+
+
+def predict_from_counts(counts, alpha):
+    """PREDICT from a count table: the top class index, or -1 where abstained."""
+    top = np.argmax(counts, axis=1)
+    return np.where(top_two_pvalue(counts) <= alpha, top, -1)

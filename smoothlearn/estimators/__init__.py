@@ -1,0 +1,7 @@
+"""Estimators: the smoothed classifier and its built-in networks."""
+
+from ._networks import MLP, SmallCNN
+from ._noisy_net import NoisyNeuralNetClassifier
+from ._smoothed import SmoothedClassifier
+
+__all__ = ["MLP", "NoisyNeuralNetClassifier", "SmallCNN", "SmoothedClassifier"]

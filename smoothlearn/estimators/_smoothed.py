@@ -1,0 +1,494 @@
+"""SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
+
+import copy
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ..certify import (
+    ESTIMATION,
+    OPTIMISATION,
+    SELECTION,
+    BaseNetwork,
+    NoiseBank,
+    bank_key,
+    certify_from_counts,
+    count_classes,
+    predict_from_counts,
+)
+from ..noise import NOISES, get_noise
+from ..regions import Certificates
+from ..strategies import STRATEGIES, get_strategy
+from ..utils._sklearn_compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    _fit_context,
+    validate_data,
+)
+from ._networks import default_module_for
+from ._noisy_net import NoisyNeuralNetClassifier
+
+__all__ = ["SmoothedClassifier"]
+
+#: Prefixes of the skorch parameters routed to the network (skorch's own
+#: ``prefixes_``), e.g. ``module__hidden_units`` or ``optimizer__weight_decay``.
+SKORCH_PREFIXES = (
+    "module",
+    "iterator_train",
+    "iterator_valid",
+    "optimizer",
+    "criterion",
+    "callbacks",
+    "dataset",
+)
+
+
+def _is_skorch_param(name):
+    return "__" in name and name.split("__", 1)[0] in SKORCH_PREFIXES
+
+
+class SmoothedClassifier(ClassifierMixin, BaseEstimator):
+    """A neural-network classifier made certifiably robust by randomized smoothing.
+
+    ``fit`` trains the base torch network through skorch on inputs carrying
+    smoothing noise. ``predict`` returns the smoothed classifier's prediction
+    ``g(x) = argmax_c P(f(x + S z) = c)`` by Cohen et al.'s PREDICT (it may
+    abstain). ``certify`` returns, per input, the smoothed label and a region
+    around the input on which that label is certified with probability at least
+    ``1 - alpha`` (Cohen et al.'s CERTIFY).
+
+    Parameters
+    ----------
+    module : torch.nn.Module class or instance, default=None
+        The base network. ``None`` builds one sized from the data: an MLP for
+        flat ``X`` of shape (n_samples, n_features), a small CNN for image
+        ``X`` of shape (n_samples, C, H, W). Parameters of the module are set
+        as ``module__<name>=value``, as in skorch. An instance is copied, never
+        modified; with ``max_epochs=0`` it is used as given (pre-trained).
+
+    strategy : {'cohen', 'fixed'} or BaseStrategy, default='cohen'
+        How the smoothing scale is chosen. ``'cohen'`` (alias ``'fixed'``) is
+        isotropic noise of standard deviation ``sigma`` for every input. An
+        instance's parameters are reachable as ``strategy__<name>``.
+
+    noise : {'gaussian', 'uniform', 'laplace'}, default='gaussian'
+        Noise family: gaussian certifies l2 regions, uniform and laplace l1
+        regions.
+
+    sigma : float, default=0.25
+        Per-coordinate standard deviation of the noise (for every family).
+
+    n0 : int, default=100
+        Selection draws per input (which class to certify).
+
+    n : int, default=100_000
+        Estimation draws per input (the probability bound); also the draws of
+        ``predict`` and ``predict_proba``.
+
+    alpha : float, default=0.001
+        Failure probability of each certificate and of each prediction.
+
+    batch_size : int, default=1000
+        Noisy inputs per forward pass when certifying and predicting. The
+        training batch size is skorch's ``iterator_train__batch_size``.
+
+    memory : 'auto', None or MemoryCertifier, default='auto'
+        Memory-based certification for data-dependent strategies. Fixed
+        strategies such as ``'cohen'`` need none.
+
+    abstain_label : object, default=-1
+        Label returned where the smoothed classifier abstains.
+
+    random_state : int, RandomState instance or None, default=None
+        Seeds training and the noise banks. With an int, ``certify`` and
+        ``predict`` are reproducible. With None every call draws fresh OS
+        entropy: where inputs may be chosen adversarially never use a published
+        seed (whoever picks the inputs could search for lucky noise).
+
+    device : str or torch.device, default='cpu'
+        Where the network runs (e.g. ``'cuda'``), as in skorch.
+
+    verbose : int, default=0
+        Passed to skorch (training log).
+
+    max_epochs : int, default=20
+        Training epochs. 0 leaves the module's weights as given.
+
+    lr : float, default=1e-3
+        Learning rate.
+
+    optimizer : torch optimizer class, default=torch.optim.Adam
+
+    criterion : torch loss class, default=torch.nn.CrossEntropyLoss
+        With ``CrossEntropyLoss`` the module outputs logits; with ``NLLLoss``
+        probabilities (skorch's convention).
+
+    callbacks : list or None, default=None
+        skorch callbacks.
+
+    train_split : callable or None, default=None
+        skorch's validation split; None trains on all of ``X``.
+
+    **kwargs
+        skorch parameters with a prefix: ``module__*``, ``optimizer__*``,
+        ``criterion__*``, ``iterator_train__*``, ``iterator_valid__*``,
+        ``callbacks__*``, ``dataset__*``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels (any labels; strings included).
+    n_features_in_ : int
+        ``X.shape[1]`` seen in ``fit``.
+    input_shape_ : tuple of int
+        Shape of one input seen in ``fit`` (``X.shape[1:]``).
+    net_ : skorch.NeuralNetClassifier
+        The trained skorch network (its torch module is ``net_.module_``).
+    noise_ : NoiseFamily
+        The resolved noise family.
+    strategy_ : BaseStrategy
+        The resolved strategy (a fresh object or a clone of ``strategy``).
+
+    See Also
+    --------
+    smoothlearn.regions.Certificates : What ``certify`` returns.
+
+    References
+    ----------
+    J. Cohen, E. Rosenfeld, Z. Kolter. Certified Adversarial Robustness via
+    Randomized Smoothing. ICML 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from smoothlearn import SmoothedClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(60, 2).astype(np.float32)
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> clf = SmoothedClassifier(n=2000, max_epochs=30, lr=0.01, random_state=0)
+    >>> cert = clf.fit(X, y).certify(X[:3])
+    >>> cert.label.shape, cert.norm
+    ((3,), 'l2')
+    """
+
+    _parameter_constraints: dict = {
+        "module": [None, type, torch.nn.Module],
+        "strategy": [StrOptions(set(STRATEGIES)), HasMethods(["scales"])],
+        "noise": [StrOptions(set(NOISES)), HasMethods(["sample", "gap"])],
+        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "n0": [Interval(Integral, 1, None, closed="left")],
+        "n": [Interval(Integral, 1, None, closed="left")],
+        "alpha": [Interval(Real, 0, 0.5, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "memory": [StrOptions({"auto"}), None, HasMethods(["partial_fit", "transform"])],
+        "abstain_label": "no_validation",
+        "random_state": ["random_state"],
+        "device": [str, torch.device],
+        "verbose": ["verbose"],
+        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "optimizer": [callable],
+        "criterion": [callable],
+        "callbacks": [list, None],
+        "train_split": [callable, None],
+    }
+
+    def __init__(
+        self,
+        module=None,
+        *,
+        strategy="cohen",
+        noise="gaussian",
+        sigma=0.25,
+        n0=100,
+        n=100_000,
+        alpha=0.001,
+        batch_size=1000,
+        memory="auto",
+        abstain_label=-1,
+        random_state=None,
+        device="cpu",
+        verbose=0,
+        max_epochs=20,
+        lr=1e-3,
+        optimizer=torch.optim.Adam,
+        criterion=torch.nn.CrossEntropyLoss,
+        callbacks=None,
+        train_split=None,
+        **kwargs,
+    ):
+        self.module = module
+        self.strategy = strategy
+        self.noise = noise
+        self.sigma = sigma
+        self.n0 = n0
+        self.n = n
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.memory = memory
+        self.abstain_label = abstain_label
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+        self.max_epochs = max_epochs
+        self.lr = lr
+        self.optimizer = optimizer
+        self.criterion = criterion
+        self.callbacks = callbacks
+        self.train_split = train_split
+        for name, value in kwargs.items():
+            if not _is_skorch_param(name):
+                raise TypeError(
+                    f"SmoothedClassifier got an unexpected keyword argument {name!r}; "
+                    f"network parameters take a prefix: "
+                    + ", ".join(f"{p}__" for p in SKORCH_PREFIXES)
+                )
+            setattr(self, name, value)
+
+    # ------------------------------------------------------------ parameters
+    def _skorch_kwargs(self):
+        return {k: v for k, v in vars(self).items() if _is_skorch_param(k)}
+
+    def get_params(self, deep=True):
+        params = super().get_params(deep=deep)
+        params.update(self._skorch_kwargs())
+        return params
+
+    def set_params(self, **params):
+        skorch_params = {k: v for k, v in params.items() if _is_skorch_param(k)}
+        for name, value in skorch_params.items():
+            setattr(self, name, value)
+        rest = {k: v for k, v in params.items() if k not in skorch_params}
+        return super().set_params(**rest) if rest else self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+    # ------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Train the base network under smoothing noise.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Class labels (at least two classes).
+
+        Returns
+        -------
+        self : SmoothedClassifier
+        """
+        X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
+        check_classification_targets(y)
+        encoder = LabelEncoder()
+        y_index = encoder.fit_transform(y).astype(np.int64)
+        classes = encoder.classes_
+        if len(classes) < 2:
+            raise ValueError(
+                f"SmoothedClassifier needs samples of at least 2 classes; got 1 class "
+                f"({classes[0]!r})."
+            )
+        family = get_noise(self.noise)
+        strategy = get_strategy(self.strategy)
+        strategy.check_noise(family)
+        input_shape = tuple(X.shape[1:])
+
+        net = self._build_net(input_shape, len(classes), strategy, family)
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        # skorch has no random_state: seed torch locally so fit is reproducible
+        # without touching the caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if self.max_epochs == 0:
+                net.initialize()
+            else:
+                net.fit(X, y_index)
+        _check_output_size(net, X[:1], len(classes))
+
+        self.classes_ = classes
+        self.input_shape_ = input_shape
+        self.noise_ = family
+        self.strategy_ = strategy
+        self.net_ = net
+        return self
+
+    def _build_net(self, input_shape, n_classes, strategy, family):
+        module = self.module
+        module_kwargs = {}
+        if module is None:
+            module, module_kwargs = default_module_for(input_shape, n_classes)
+        elif isinstance(module, torch.nn.Module):
+            module = copy.deepcopy(module)
+        kwargs = {
+            "iterator_train__shuffle": True,
+            **{f"module__{k}": v for k, v in module_kwargs.items()},
+            **self._skorch_kwargs(),
+        }
+        n_features = int(np.prod(input_shape))
+        scale = strategy.training_scale(self.sigma, n_features)
+        return NoisyNeuralNetClassifier(
+            module,
+            noise=family,
+            noise_scale=torch.as_tensor(scale, dtype=torch.float32).reshape(
+                input_shape if np.ndim(scale) else ()
+            ),
+            max_epochs=self.max_epochs,
+            lr=self.lr,
+            optimizer=self.optimizer,
+            criterion=self.criterion,
+            callbacks=self.callbacks,
+            train_split=self.train_split,
+            device=self.device,
+            verbose=self.verbose,
+            **kwargs,
+        )
+
+    # ---------------------------------------------------------- inference
+    def _validate_X(self, X):
+        """Check a fitted estimator and ``X``; return flat float32 inputs."""
+        check_is_fitted(self)
+        X = validate_data(self, X, allow_nd=True, dtype=np.float32, reset=False)
+        if tuple(X.shape[1:]) != self.input_shape_:
+            raise ValueError(
+                f"X has inputs of shape {tuple(X.shape[1:])}, but SmoothedClassifier "
+                f"was fitted on inputs of shape {self.input_shape_}."
+            )
+        return X.reshape(len(X), -1)
+
+    def _network(self):
+        net = self.net_
+        nonlinearity = net._get_predict_nonlinearity()
+        return BaseNetwork(
+            net.module_,
+            self.input_shape_,
+            len(self.classes_),
+            device=net.device,
+            nonlinearity=nonlinearity,
+        )
+
+    def _scales(self, network, X_flat, key):
+        bank = NoiseBank(key, OPTIMISATION, self.noise_, X_flat.shape[1])
+        return self.strategy_.scales(
+            network, X_flat, sigma=self.sigma, family=self.noise_, bank=bank
+        )
+
+    def _counts(self, network, X_flat, scale, key, bank_id, n_draws):
+        bank = NoiseBank(key, bank_id, self.noise_, X_flat.shape[1])
+        return count_classes(
+            network, X_flat, scale, bank, n_draws, batch_size=self.batch_size
+        )
+
+    def _labels(self, class_index):
+        """Class labels for class indices, the abstain label where -1."""
+        abstained = class_index < 0
+        if not abstained.any():
+            return self.classes_[class_index]
+        try:
+            dtype = np.result_type(self.classes_.dtype, np.asarray(self.abstain_label))
+            if dtype.kind in "US":  # numpy would turn -1 into the string '-1'
+                raise TypeError
+        except TypeError:
+            dtype = object
+        labels = np.empty(len(class_index), dtype=dtype)
+        labels[~abstained] = self.classes_[class_index[~abstained]]
+        labels[abstained] = self.abstain_label
+        return labels
+
+    def certify(self, X):
+        """Certify the smoothed prediction of each input.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+
+        Returns
+        -------
+        Certificates
+            Per input: the label (or ``abstain_label``), the probability bound,
+            and the certified region (radius, proxy radius and the scale that
+            shapes it). See :class:`smoothlearn.regions.Certificates`.
+        """
+        X_flat = self._validate_X(X)
+        key = bank_key(self.random_state)
+        network = self._network()
+        start = time.perf_counter()
+        scale = self._scales(network, X_flat, key)
+        selection = self._counts(network, X_flat, scale["scale"], key, SELECTION, self.n0)
+        estimation = self._counts(network, X_flat, scale["scale"], key, ESTIMATION, self.n)
+        top, p_lower, gap, abstained = certify_from_counts(
+            selection, estimation, self.n, self.alpha, self.noise_
+        )
+        per_input = (time.perf_counter() - start) / max(len(X_flat), 1)
+        return Certificates(
+            label=self._labels(top),
+            abstained=abstained,
+            p_lower=p_lower,
+            gap=gap,
+            center=X_flat,
+            noise=self.noise_,
+            class_index=top,
+            strategy=self.strategy_.name,
+            time=np.full(len(X_flat), per_input),
+            **scale,
+        )
+
+    def _estimation_counts(self, X):
+        X_flat = self._validate_X(X)
+        key = bank_key(self.random_state)
+        network = self._network()
+        scale = self._scales(network, X_flat, key)
+        return self._counts(network, X_flat, scale["scale"], key, ESTIMATION, self.n)
+
+    def predict(self, X):
+        """Smoothed prediction by Cohen et al.'s PREDICT (may abstain).
+
+        The class with the most of ``n`` noisy votes is returned when a
+        two-sided binomial test of the top two counts rejects a tie at level
+        ``alpha``; otherwise ``abstain_label``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self._labels(predict_from_counts(self._estimation_counts(X), self.alpha))
+
+    def predict_proba(self, X):
+        """Smoothed class frequencies: the share of ``n`` noisy votes per class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        return self._estimation_counts(X) / float(self.n)
+
+
+def _check_output_size(net, X_one, n_classes):
+    with torch.inference_mode():
+        net.module_.eval()
+        out = net.module_(torch.as_tensor(X_one, device=net.device))
+    out = out[0] if isinstance(out, tuple) else out
+    if out.ndim != 2 or out.shape[1] != n_classes:
+        raise ValueError(
+            f"the module must output one score per class: expected shape (batch, "
+            f"{n_classes}), got {tuple(out.shape)}."
+        )

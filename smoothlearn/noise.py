@@ -1,0 +1,155 @@
+"""Noise families and the certificates they give.
+
+A smoothing distribution is ``x + S z``: ``z`` is drawn from the family's
+standard form (zero mean, unit variance per coordinate, so ``sigma`` always
+means a per-coordinate standard deviation and sigmas compare across families)
+and ``S`` is the scale. With ``p`` the lower confidence bound of the top-class
+probability, every family certifies the region
+
+    { delta : ||S^-1 delta|| <= c * gap(p) }
+
+in the family's norm. This module is the one place that holds ``c`` and
+``gap`` (DESIGN.md section 3):
+
+========  ==========================  =========  ==================
+family    z                           c          gap(p)
+========  ==========================  =========  ==================
+gaussian  N(0, 1)                     1          Phi^-1(p)
+uniform   U[-sqrt(3), sqrt(3)]        sqrt(3)    2p - 1
+laplace   Laplace(0, 1/sqrt(2))       1/sqrt(2)  -log(2(1 - p))
+========  ==========================  =========  ==================
+
+With half-width ``lambda = sqrt(3) s`` the uniform row is ANCER's Corollary 2
+(``||Lambda^-1 delta||_1 <= 2p - 1``) and RS4A's ``R = 2 lambda (p - 1/2)``;
+with Laplace scale ``b = s / sqrt(2)`` the laplace row is Teng et al. (2020),
+``R = -b log(2(1 - p))``; the gaussian row is Cohen et al. (2019),
+``R = sigma Phi^-1(p)``.
+"""
+
+import math
+
+import numpy as np
+import torch
+from scipy.stats import norm as _std_normal
+
+__all__ = ["NoiseFamily", "Gaussian", "Uniform", "Laplace", "get_noise", "NOISES"]
+
+
+class NoiseFamily:
+    """A noise family: its standard sampler and its certificate constants.
+
+    Subclasses set ``name``, ``norm`` (``"l2"`` or ``"l1"``) and ``c``, and
+    implement :meth:`sample`, :meth:`gap` and :meth:`soft_gap`.
+    """
+
+    name: str
+    norm: str
+    c: float
+    #: Whether a rotated (non-diagonal) scale is covered by the theory.
+    supports_rotation: bool = False
+
+    def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
+        """Draw standard-form noise (zero mean, unit variance per coordinate)."""
+        raise NotImplementedError  # abstract
+
+    def gap(self, p):
+        """The certified gap for a lower bound ``p`` of the top-class probability.
+
+        Float64 numpy in, float64 numpy out; ``p <= 1/2`` gives a gap ``<= 0``.
+        """
+        raise NotImplementedError  # abstract
+
+    def soft_gap(self, p):
+        """The same map on torch tensors, differentiable (for optimising scales)."""
+        raise NotImplementedError  # abstract
+
+    def radius(self, p, min_scale):
+        """Inscribed radius ``c * gap(p) * min_scale`` in the family's norm."""
+        return self.c * self.gap(p) * min_scale
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class Gaussian(NoiseFamily):
+    """Isotropic standard normal noise; l2 certificates (Cohen et al., 2019)."""
+
+    name = "gaussian"
+    norm = "l2"
+    c = 1.0
+    supports_rotation = True
+
+    def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
+        return torch.randn(shape, generator=generator, device=device, dtype=dtype)
+
+    def gap(self, p):
+        return _std_normal.ppf(np.asarray(p, dtype=np.float64))
+
+    def soft_gap(self, p):
+        return torch.special.ndtri(p)
+
+
+class Uniform(NoiseFamily):
+    """Uniform noise on ``[-sqrt(3), sqrt(3)]`` per coordinate; l1 certificates."""
+
+    name = "uniform"
+    norm = "l1"
+    c = math.sqrt(3.0)
+
+    def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
+        u = torch.rand(shape, generator=generator, device=device, dtype=dtype)
+        return (2.0 * u - 1.0) * math.sqrt(3.0)
+
+    def gap(self, p):
+        return 2.0 * np.asarray(p, dtype=np.float64) - 1.0
+
+    def soft_gap(self, p):
+        return 2.0 * p - 1.0
+
+
+class Laplace(NoiseFamily):
+    """Laplace noise of scale ``1/sqrt(2)`` per coordinate; l1 certificates."""
+
+    name = "laplace"
+    norm = "l1"
+    c = 1.0 / math.sqrt(2.0)
+
+    def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
+        # The difference of two unit exponentials is Laplace(0, 1) (variance 2).
+        e = torch.empty((2, *shape), device=device, dtype=dtype)
+        e.exponential_(generator=generator)
+        return (e[0] - e[1]) / math.sqrt(2.0)
+
+    def gap(self, p):
+        p = np.asarray(p, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            return -np.log(2.0 * (1.0 - p))
+
+    def soft_gap(self, p):
+        return -torch.log(2.0 * (1.0 - p))
+
+
+NOISES = {cls.name: cls for cls in (Gaussian, Uniform, Laplace)}
+
+
+def get_noise(noise):
+    """Return the :class:`NoiseFamily` for a name or pass an instance through.
+
+    Parameters
+    ----------
+    noise : {'gaussian', 'uniform', 'laplace'} or NoiseFamily
+
+    Returns
+    -------
+    NoiseFamily
+
+    Examples
+    --------
+    >>> get_noise("uniform").norm
+    'l1'
+    """
+    if isinstance(noise, NoiseFamily):
+        return noise
+    if isinstance(noise, str) and noise in NOISES:
+        return NOISES[noise]()
+    raise ValueError(f"noise must be one of {sorted(NOISES)}; got {noise!r}.")

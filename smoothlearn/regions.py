@@ -1,0 +1,358 @@
+"""Certified regions: compact scale representations and :class:`Certificates`.
+
+Row ``i`` of a :class:`Certificates` certifies the region
+
+    { center_i + delta : ||S_i^-1 delta|| <= c * gap_i }
+
+in the noise family's norm (l2 for gaussian, l1 for uniform and laplace),
+where ``c`` is the family's constant (see :mod:`smoothlearn.noise`). ``S_i``
+is stored compactly, in one of three forms shared by all rows:
+
+* isotropic: ``scale`` has shape ``(n_samples,)`` and ``S_i = scale[i] * I``;
+* diagonal: ``scale`` has shape ``(n_samples, n_features)`` and
+  ``S_i = diag(scale[i])``;
+* rotated: ``basis`` has shape ``(n_samples, n_features, k)`` with orthonormal
+  columns ``U_i``, ``scale`` has shape ``(n_samples, k)`` and ``scale_rest``
+  shape ``(n_samples,)``, and ``S_i = U_i diag(scale[i]) U_i^T +
+  scale_rest[i] (I - U_i U_i^T)`` (``k = n_features`` is a full rotation).
+
+``gap`` and the scale always describe the region as finally certified, after
+any reduction by the memory (a reduced region is a ball, stored as an
+isotropic scale in the same form).
+"""
+
+import numbers
+
+import numpy as np
+
+from .noise import get_noise
+
+__all__ = ["Certificates"]
+
+
+def _as_rows(idx, n):
+    if isinstance(idx, numbers.Integral):
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range for {n} certificates")
+        return np.array([idx % n])
+    return np.arange(n)[idx]
+
+
+class Certificates:
+    """Per-input smoothed predictions and their certified regions.
+
+    Attributes are arrays with one entry per certified input, in input order.
+
+    Parameters
+    ----------
+    label : ndarray of shape (n_samples,)
+        Predicted class label, or the abstain label where abstained.
+    abstained : ndarray of bool, shape (n_samples,)
+        Whether the smoothed classifier abstained on the input.
+    p_lower : ndarray of shape (n_samples,)
+        One-sided Clopper-Pearson lower bound of the top-class probability.
+    gap : ndarray of shape (n_samples,)
+        The family's gap of the (possibly reduced) region; 0 where abstained.
+    center : ndarray of shape (n_samples, n_features)
+        The certified inputs, flattened.
+    scale : ndarray of shape (n_samples,), (n_samples, n_features) or (n_samples, k)
+        The compact scale of each row (see the module docstring).
+    noise : str
+        Name of the noise family (``'gaussian'``, ``'uniform'``, ``'laplace'``).
+    basis : ndarray of shape (n_samples, n_features, k), default=None
+        Orthonormal columns of a rotated scale.
+    scale_rest : ndarray of shape (n_samples,), default=None
+        Isotropic scale on the orthogonal complement of ``basis``.
+    reduced : ndarray of bool, shape (n_samples,), default=None
+        Whether the memory shrank the region (all False when None).
+    class_index : ndarray of int, shape (n_samples,), default=None
+        Index of the predicted class in the classifier's ``classes_`` (-1 where
+        abstained).
+    strategy : str, default=''
+        Name of the strategy that chose the scales.
+    time : ndarray of shape (n_samples,), default=None
+        Seconds spent per input (NaN where unknown).
+
+    Attributes
+    ----------
+    norm : {'l2', 'l1'}
+        Norm of the certified regions.
+    radius : ndarray of shape (n_samples,)
+        Radius of the largest ball (in ``norm``) inside each region: ``c * gap *
+        smallest scale``; 0 where abstained.
+    proxy_radius : ndarray of shape (n_samples,)
+        ``c * gap`` times the geometric mean of the scale (the n-th root of the
+        region's volume up to the unit ball's): the proxy radius of ANCER and
+        RANCER and UCAN's ALM; 0 where abstained.
+    """
+
+    def __init__(
+        self,
+        label,
+        abstained,
+        p_lower,
+        gap,
+        center,
+        scale,
+        noise,
+        *,
+        basis=None,
+        scale_rest=None,
+        reduced=None,
+        class_index=None,
+        strategy="",
+        time=None,
+    ):
+        n = len(label)
+        self.label = np.asarray(label)
+        self.abstained = np.asarray(abstained, dtype=bool)
+        self.p_lower = np.asarray(p_lower, dtype=np.float64)
+        self.gap = np.asarray(gap, dtype=np.float64)
+        self.center = np.asarray(center).reshape(n, -1)
+        self.scale = np.asarray(scale, dtype=np.float64)
+        self.basis = None if basis is None else np.asarray(basis, dtype=np.float64)
+        self.scale_rest = (
+            None if scale_rest is None else np.asarray(scale_rest, dtype=np.float64)
+        )
+        self.reduced = (
+            np.zeros(n, dtype=bool) if reduced is None else np.asarray(reduced, bool)
+        )
+        self.class_index = (
+            np.where(self.abstained, -1, 0)
+            if class_index is None
+            else np.asarray(class_index, dtype=np.intp)
+        )
+        self.noise = get_noise(noise).name
+        self.strategy = strategy
+        self.time = np.full(n, np.nan) if time is None else np.asarray(time, float)
+        self._check_consistent()
+
+    def _check_consistent(self):
+        n = len(self.label)
+        for name in ("abstained", "p_lower", "gap", "reduced", "class_index", "time"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"{name} must have shape ({n},)")
+        if self.scale.shape[0] != n or self.scale.ndim not in (1, 2):
+            raise ValueError("scale must have shape (n,), (n, d) or (n, k)")
+        if self.basis is None:
+            if self.scale.ndim == 2 and self.scale.shape[1] != self.n_features:
+                raise ValueError("a diagonal scale must have one column per feature")
+        else:
+            if self.basis.shape[:2] != (n, self.n_features) or self.scale.shape != (
+                n,
+                self.basis.shape[2],
+            ):
+                raise ValueError("basis must be (n, d, k) with scale (n, k)")
+            if self.scale_rest is None or self.scale_rest.shape != (n,):
+                raise ValueError("a rotated scale needs scale_rest of shape (n,)")
+        if self.noise != "gaussian" and self.basis is not None:
+            raise ValueError("l1 families support isotropic and diagonal scales only")
+
+    # ------------------------------------------------------------------ sizes
+    def __len__(self):
+        return len(self.label)
+
+    @property
+    def n_features(self):
+        return self.center.shape[1]
+
+    @property
+    def norm(self):
+        return get_noise(self.noise).norm
+
+    @property
+    def c(self):
+        """The family's constant ``c`` (region: ``||S^-1 delta|| <= c * gap``)."""
+        return get_noise(self.noise).c
+
+    @property
+    def kind(self):
+        """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
+        if self.basis is not None:
+            return "rotated"
+        return "isotropic" if self.scale.ndim == 1 else "diagonal"
+
+    # ------------------------------------------------------------ scale facts
+    @property
+    def min_scale(self):
+        """Smallest singular value of each row's scale, shape (n_samples,)."""
+        if self.kind == "isotropic":
+            return self.scale.copy()
+        smallest = self.scale.min(axis=1)
+        if self.kind == "rotated" and self.basis.shape[2] < self.n_features:
+            smallest = np.minimum(smallest, self.scale_rest)
+        return smallest
+
+    @property
+    def geometric_mean_scale(self):
+        """``det(S)^(1/d)`` of each row, shape (n_samples,)."""
+        if self.kind == "isotropic":
+            return self.scale.copy()
+        log_sum = np.log(self.scale).sum(axis=1)
+        if self.kind == "rotated":
+            log_sum = log_sum + (self.n_features - self.basis.shape[2]) * np.log(
+                self.scale_rest
+            )
+        return np.exp(log_sum / self.n_features)
+
+    @property
+    def radius(self):
+        return np.where(self.abstained, 0.0, self.c * self.gap * self.min_scale)
+
+    @property
+    def proxy_radius(self):
+        return np.where(
+            self.abstained, 0.0, self.c * self.gap * self.geometric_mean_scale
+        )
+
+    def scale_matrix(self, i):
+        """The dense ``(n_features, n_features)`` scale ``S`` of row ``i``.
+
+        For diagnostics: it costs ``O(n_features^2)`` memory.
+        """
+        i = int(_as_rows(i, len(self))[0])
+        d = self.n_features
+        if self.kind == "isotropic":
+            return self.scale[i] * np.eye(d)
+        if self.kind == "diagonal":
+            return np.diag(self.scale[i])
+        u = self.basis[i]
+        return (u * self.scale[i]) @ u.T + self.scale_rest[i] * (np.eye(d) - u @ u.T)
+
+    def inverse_scale_apply(self, i, delta):
+        """``S_i^-1 delta`` for ``delta`` of shape (..., n_features)."""
+        delta = np.asarray(delta, dtype=np.float64)
+        if self.basis is None:
+            return delta / self.scale[i]
+        u = self.basis[i]
+        coef = delta @ u
+        rest = delta - coef @ u.T
+        return (coef / self.scale[i]) @ u.T + rest / self.scale_rest[i]
+
+    def contains(self, i, delta):
+        """Whether ``center[i] + delta`` lies in row ``i``'s certified region.
+
+        Parameters
+        ----------
+        i : int
+            Row index.
+        delta : array-like of shape (n_features,) or (m, n_features)
+            Perturbation(s); any shape that flattens to whole rows of
+            ``n_features``.
+
+        Returns
+        -------
+        bool or ndarray of bool
+            False wherever the row abstained (its region is empty).
+        """
+        i = int(_as_rows(i, len(self))[0])
+        delta = np.asarray(delta, dtype=np.float64)
+        single = delta.size == self.n_features
+        delta = delta.reshape(-1, self.n_features)
+        ord_ = 2 if self.norm == "l2" else 1
+        dist = np.linalg.norm(self.inverse_scale_apply(i, delta), ord=ord_, axis=1)
+        inside = (~self.abstained[i]) & (dist <= self.c * self.gap[i])
+        return bool(inside[0]) if single else inside
+
+    # ------------------------------------------------------------ containers
+    _row_fields = (
+        "label",
+        "abstained",
+        "p_lower",
+        "gap",
+        "center",
+        "scale",
+        "basis",
+        "scale_rest",
+        "reduced",
+        "class_index",
+        "time",
+    )
+
+    def _fields(self, rows=None):
+        out = {}
+        for name in self._row_fields:
+            value = getattr(self, name)
+            if value is not None and rows is not None:
+                value = value[rows]
+            out[name] = value
+        return out
+
+    def _replace(self, **changes):
+        fields = self._fields()
+        fields.update(changes)
+        return Certificates(noise=self.noise, strategy=self.strategy, **fields)
+
+    def __getitem__(self, idx):
+        rows = _as_rows(idx, len(self))
+        return Certificates(
+            noise=self.noise, strategy=self.strategy, **self._fields(rows)
+        )
+
+    def copy(self):
+        """A deep copy."""
+        fields = {k: (None if v is None else v.copy()) for k, v in self._fields().items()}
+        return Certificates(noise=self.noise, strategy=self.strategy, **fields)
+
+    @classmethod
+    def concatenate(cls, parts):
+        """Join certificate sets of the same family, scale form and dimension.
+
+        Parameters
+        ----------
+        parts : sequence of Certificates
+
+        Returns
+        -------
+        Certificates
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("need at least one Certificates to concatenate")
+        first = parts[0]
+        for p in parts[1:]:
+            if (p.noise, p.kind, p.n_features) != (
+                first.noise,
+                first.kind,
+                first.n_features,
+            ):
+                raise ValueError(
+                    "can only concatenate certificates of one noise family, "
+                    "scale form and dimension"
+                )
+        fields = {}
+        for name in cls._row_fields:
+            values = [getattr(p, name) for p in parts]
+            fields[name] = None if values[0] is None else np.concatenate(values)
+        strategy = first.strategy if all(p.strategy == first.strategy for p in parts) else ""
+        return cls(noise=first.noise, strategy=strategy, **fields)
+
+    def to_frame(self):
+        """A :class:`pandas.DataFrame` with one row per input (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "label": self.label,
+                "abstained": self.abstained,
+                "p_lower": self.p_lower,
+                "gap": self.gap,
+                "radius": self.radius,
+                "proxy_radius": self.proxy_radius,
+                "reduced": self.reduced,
+                "time": self.time,
+            }
+        )
+
+    def __repr__(self):
+        n = len(self)
+        if n == 0:
+            return f"Certificates(n=0, noise={self.noise!r})"
+        return (
+            f"Certificates(n={n}, noise={self.noise!r}, norm={self.norm!r}, "
+            f"scale={self.kind!r}, strategy={self.strategy!r}, "
+            f"abstained={int(self.abstained.sum())}, "
+            f"reduced={int(self.reduced.sum())}, "
+            f"mean_radius={self.radius.mean():.4g}, "
+            f"mean_proxy_radius={self.proxy_radius.mean():.4g})"
+        )

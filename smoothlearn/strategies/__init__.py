@@ -1,0 +1,46 @@
+"""Smoothing strategies: how the scale of the smoothing noise is chosen per input.
+
+A string names a strategy with its defaults; an instance carries its own
+parameters (reachable as ``strategy__<param>`` from the estimator).
+"""
+
+from sklearn.base import clone
+
+from ._base import BaseStrategy
+from .cohen import Cohen
+
+__all__ = ["BaseStrategy", "Cohen", "STRATEGIES", "get_strategy"]
+
+#: Name -> strategy class. ``fixed`` is an alias of ``cohen``.
+STRATEGIES = {"cohen": Cohen, "fixed": Cohen}
+
+
+def get_strategy(strategy):
+    """A fresh strategy object for a name, or a clone of a strategy object.
+
+    Parameters
+    ----------
+    strategy : str or BaseStrategy
+
+    Returns
+    -------
+    BaseStrategy
+
+    Examples
+    --------
+    >>> get_strategy("fixed")
+    Cohen()
+    """
+    if isinstance(strategy, str):
+        try:
+            return STRATEGIES[strategy]()
+        except KeyError:
+            raise ValueError(
+                f"strategy must be one of {sorted(STRATEGIES)} or a BaseStrategy "
+                f"instance; got {strategy!r}."
+            ) from None
+    if isinstance(strategy, BaseStrategy):
+        return clone(strategy)
+    raise TypeError(
+        f"strategy must be a string or a BaseStrategy instance; got {type(strategy).__name__}."
+    )
