@@ -244,29 +244,37 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.criterion = criterion
         self.callbacks = callbacks
         self.train_split = train_split
+        # skorch-style parameters are stored under their own names, as skorch
+        # does; their prefixes are checked in fit.
+        self._network_param_names = tuple(kwargs)
         for name, value in kwargs.items():
-            if not _is_skorch_param(name):
-                raise TypeError(
-                    f"SmoothedClassifier got an unexpected keyword argument {name!r}; "
-                    f"network parameters take a prefix: "
-                    + ", ".join(f"{p}__" for p in SKORCH_PREFIXES)
-                )
             setattr(self, name, value)
 
     # ------------------------------------------------------------ parameters
-    def _skorch_kwargs(self):
-        return {k: v for k, v in vars(self).items() if _is_skorch_param(k)}
+    def _network_params(self):
+        return {k: getattr(self, k) for k in self._network_param_names}
+
+    def _check_network_params(self):
+        for name in self._network_param_names:
+            if not _is_skorch_param(name):
+                raise TypeError(
+                    f"SmoothedClassifier got an unexpected parameter {name!r}; "
+                    f"network parameters take a prefix: "
+                    + ", ".join(f"{p}__" for p in SKORCH_PREFIXES)
+                )
 
     def get_params(self, deep=True):
         params = super().get_params(deep=deep)
-        params.update(self._skorch_kwargs())
+        params.update(self._network_params())
         return params
 
     def set_params(self, **params):
-        skorch_params = {k: v for k, v in params.items() if _is_skorch_param(k)}
-        for name, value in skorch_params.items():
+        network = {k: v for k, v in params.items() if _is_skorch_param(k)}
+        for name, value in network.items():
             setattr(self, name, value)
-        rest = {k: v for k, v in params.items() if k not in skorch_params}
+        new_names = [k for k in network if k not in self._network_param_names]
+        self._network_param_names = self._network_param_names + tuple(new_names)
+        rest = {k: v for k, v in params.items() if k not in network}
         return super().set_params(**rest) if rest else self
 
     def __sklearn_tags__(self):
@@ -290,6 +298,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : SmoothedClassifier
         """
+        self._check_network_params()
         X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
         check_classification_targets(y)
         encoder = LabelEncoder()
@@ -334,7 +343,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         kwargs = {
             "iterator_train__shuffle": True,
             **{f"module__{k}": v for k, v in module_kwargs.items()},
-            **self._skorch_kwargs(),
+            **self._network_params(),
         }
         n_features = int(np.prod(input_shape))
         scale = strategy.training_scale(self.sigma, n_features)

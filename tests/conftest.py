@@ -1,0 +1,29 @@
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+
+@pytest.fixture(autouse=True)
+def seeds_fixed():
+    """Every test starts from the same global seeds (skorch's conftest habit)."""
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).astype(np.float32), y
+
+
+def linear_module(w, b):
+    """A torch module computing f(x) = 1[w.x + b > 0] as two logits (0, w.x + b)."""
+    w = np.asarray(w, dtype=np.float32)
+    layer = torch.nn.Linear(len(w), 2)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.weight[1] = torch.as_tensor(w)
+        layer.bias.zero_()
+        layer.bias[1] = float(b)
+    return layer

@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from smoothlearn.certify import (
+    CHUNK_ROWS,
+    ESTIMATION,
+    SELECTION,
+    BaseNetwork,
+    NoiseBank,
+    certify_from_counts,
+    clopper_pearson_lower,
+    count_classes,
+    predict_from_counts,
+    top_two_pvalue,
+)
+from smoothlearn.noise import get_noise
+
+
+@pytest.mark.parametrize("k, n", [(1, 10), (55, 100), (990, 1000), (100_000, 100_000)])
+@pytest.mark.parametrize("alpha", [0.001, 0.05])
+def test_clopper_pearson_lower_is_exact(k, n, alpha):
+    p = clopper_pearson_lower(k, n, alpha)
+    # The one-sided bound is the p at which seeing >= k successes has probability alpha.
+    assert stats.binom.sf(k - 1, n, p) == pytest.approx(alpha, rel=1e-6)
+    assert p == pytest.approx(stats.beta.ppf(alpha, k, n - k + 1))
+
+
+def test_clopper_pearson_of_zero_successes_is_zero():
+    assert clopper_pearson_lower(0, 50, 0.001) == 0.0
+
+
+def test_top_two_pvalue_matches_scipy_binomtest():
+    rng = np.random.RandomState(0)
+    counts = rng.randint(0, 60, size=(200, 4))
+    counts[:5, :2] = 30  # ties
+    counts[5] = [40, 0, 0, 0]
+    expected = []
+    for row in counts:
+        b, a = np.sort(row)[-2:]
+        expected.append(stats.binomtest(a, a + b, 0.5).pvalue if a + b else 1.0)
+    np.testing.assert_allclose(top_two_pvalue(counts), expected, rtol=1e-9)
+
+
+def test_predict_abstains_on_a_tie_and_decides_a_clear_majority():
+    counts = np.array([[50, 50, 0], [0, 90, 10]])
+    np.testing.assert_array_equal(predict_from_counts(counts, 0.001), [-1, 1])
+
+
+def test_certify_from_counts_abstains_below_one_half():
+    family = get_noise("gaussian")
+    selection = np.array([[10, 0], [0, 10]])
+    estimation = np.array([[99_000, 1_000], [52_000, 48_000]])
+    top, p, gap, abstained = certify_from_counts(selection, estimation, 100_000, 0.001, family)
+    np.testing.assert_array_equal(abstained, [False, True])
+    np.testing.assert_array_equal(top, [0, -1])
+    assert gap[0] == pytest.approx(stats.norm.ppf(p[0]))
+    assert gap[1] == 0.0
+
+
+def test_bank_rows_are_independent_of_how_they_are_read():
+    bank = NoiseBank(7, ESTIMATION, get_noise("gaussian"), 5)
+    whole = bank.rows(0, 3 * CHUNK_ROWS)
+    pieces = torch.cat([bank.rows(a, min(a + 700, 3 * CHUNK_ROWS)) for a in range(0, 3 * CHUNK_ROWS, 700)])
+    torch.testing.assert_close(whole, pieces, rtol=0, atol=0)
+    other = NoiseBank(7, SELECTION, get_noise("gaussian"), 5).rows(0, 100)
+    assert not torch.equal(other, whole[:100])
+
+
+def _toy_network():
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    return BaseNetwork(module, (4,), 3)
+
+
+@pytest.mark.parametrize("batch_size", [1, 37, 1000, 5000])
+def test_counts_do_not_depend_on_batch_size_order_or_neighbours(batch_size):
+    network = _toy_network()
+    X = np.random.RandomState(0).randn(6, 4).astype(np.float32)
+    scale = np.full(6, 0.7)
+    bank = NoiseBank(11, ESTIMATION, get_noise("gaussian"), 4)
+    reference = count_classes(network, X, scale, bank, 3000, batch_size=2048)
+    counts = count_classes(network, X, scale, bank, 3000, batch_size=batch_size)
+    np.testing.assert_array_equal(counts, reference)
+    order = np.array([4, 1, 5, 0])
+    subset = count_classes(network, X[order], scale[order], bank, 3000, batch_size=batch_size)
+    np.testing.assert_array_equal(subset, reference[order])
+    assert (reference.sum(axis=1) == 3000).all()
+
+
+def test_counts_match_a_plain_loop_over_the_bank():
+    network = _toy_network()
+    X = np.random.RandomState(1).randn(3, 4).astype(np.float32)
+    scale = np.random.RandomState(2).uniform(0.2, 1.0, size=(3, 4))
+    bank = NoiseBank(5, ESTIMATION, get_noise("laplace"), 4)
+    counts = count_classes(network, X, scale, bank, 1500, batch_size=256)
+    z = bank.rows(0, 1500)
+    for i in range(3):
+        noisy = torch.as_tensor(X[i]) + torch.as_tensor(scale[i], dtype=torch.float32) * z
+        with torch.no_grad():
+            pred = network.logits(noisy).argmax(1)
+        np.testing.assert_array_equal(counts[i], np.bincount(pred.numpy(), minlength=3))

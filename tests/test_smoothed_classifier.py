@@ -1,0 +1,208 @@
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from smoothlearn import SmoothedClassifier
+
+from .conftest import linear_module
+
+FAST = dict(n0=50, n=2000, batch_size=5000, max_epochs=15, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X, y = digits
+    return SmoothedClassifier(sigma=0.25, module__hidden_units=(64,), **FAST).fit(X[:800], y[:800])
+
+
+def test_digits_flat_certifies_most_inputs_correctly(fitted, digits):
+    X, y = digits
+    cert = fitted.certify(X[800:900])
+    assert len(cert) == 100
+    assert (cert.label == y[800:900]).mean() > 0.8
+    assert cert.norm == "l2" and cert.kind == "isotropic"
+    np.testing.assert_allclose(cert.scale, 0.25)
+    # radius = sigma * Phi^-1(p_lower) wherever certified
+    from scipy.stats import norm
+
+    ok = ~cert.abstained
+    np.testing.assert_allclose(cert.radius[ok], 0.25 * norm.ppf(cert.p_lower[ok]))
+    assert (cert.radius[cert.abstained] == 0).all()
+
+
+def test_predict_agrees_with_vote_shares_where_it_decides(fitted, digits):
+    X, y = digits
+    pred = fitted.predict(X[800:900])
+    proba = fitted.predict_proba(X[800:900])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    decided = pred != -1
+    assert decided.mean() > 0.9
+    np.testing.assert_array_equal(pred[decided], fitted.classes_[proba[decided].argmax(1)])
+    assert fitted.score(X[800:900], y[800:900]) > 0.8
+
+
+def test_image_shaped_input_uses_a_cnn(digits):
+    X, y = digits
+    X_img = X.reshape(-1, 1, 8, 8)
+    clf = SmoothedClassifier(sigma=0.25, lr=3e-3, **FAST).fit(X_img[:600], y[:600])
+    assert type(clf.net_.module_).__name__ == "SmallCNN"
+    cert = clf.certify(X_img[400:420])
+    assert cert.center.shape == (20, 64)
+    assert (cert.label == y[400:420]).mean() > 0.5
+    with pytest.raises(ValueError, match="shape"):
+        clf.certify(X_img[:5].reshape(5, 1, 4, 16))
+
+
+def test_string_labels_and_abstain_label():
+    rng = np.random.RandomState(0)
+    X = rng.randn(120, 2).astype(np.float32)
+    y = np.where(X[:, 0] > 0, "right", "left")
+    clf = SmoothedClassifier(sigma=0.5, lr=0.05, **FAST).fit(X, y)
+    np.testing.assert_array_equal(clf.classes_, ["left", "right"])
+    near = np.array([[0.0, 0.0], [3.0, 0.0]], dtype=np.float32)
+    pred = clf.predict(near)
+    assert pred[1] == "right"
+    assert pred[0] in ("left", "right", -1)
+    cert = clf.set_params(abstain_label="abstain").certify(np.zeros((3, 2), np.float32))
+    assert set(cert.label) <= {"left", "right", "abstain"}
+
+
+def test_certificates_are_reproducible_and_survive_pickling(fitted, digits):
+    X, _ = digits
+    first = fitted.certify(X[900:920])
+    again = fitted.certify(X[900:920])
+    restored = pickle.loads(pickle.dumps(fitted)).certify(X[900:920])
+    for other in (again, restored):
+        np.testing.assert_array_equal(first.label, other.label)
+        np.testing.assert_array_equal(first.p_lower, other.p_lower)
+
+
+def test_a_row_does_not_depend_on_its_neighbours(fitted, digits):
+    X, _ = digits
+    whole = fitted.certify(X[900:930])
+    part = fitted.certify(X[[925, 903, 911]])
+    np.testing.assert_array_equal(part.p_lower, whole.p_lower[[25, 3, 11]])
+
+
+def test_fit_is_reproducible(digits):
+    X, y = digits
+    a = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(X[:200], y[:200])
+    b = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(X[:200], y[:200])
+    for pa, pb in zip(a.net_.module_.parameters(), b.net_.module_.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+def test_network_parameters_are_parameters():
+    clf = SmoothedClassifier(module__hidden_units=(8,), optimizer__weight_decay=1e-4)
+    params = clf.get_params()
+    assert params["module__hidden_units"] == (8,)
+    twin = clone(clf)
+    assert twin.get_params()["optimizer__weight_decay"] == 1e-4
+    twin.set_params(module__hidden_units=(4, 4), sigma=0.5)
+    assert twin.module__hidden_units == (4, 4) and twin.sigma == 0.5
+    assert clf.module__hidden_units == (8,)
+
+
+def test_unknown_network_parameter_is_a_type_error(digits):
+    X, y = digits
+    with pytest.raises(TypeError, match="hidden_units"):
+        SmoothedClassifier(hidden_units=(8,), max_epochs=1).fit(X[:50], y[:50])
+
+
+def test_pretrained_module_instance_is_used_as_given_and_not_modified():
+    module = linear_module([1.0, -1.0], 0.0)
+    before = [p.detach().clone() for p in module.parameters()]
+    X = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    clf = SmoothedClassifier(module, max_epochs=0, n=500, random_state=0).fit(X, [1, 0])
+    for p, q in zip(clf.net_.module_.parameters(), before):
+        torch.testing.assert_close(p.detach(), q)
+    np.testing.assert_array_equal(clf.predict(X * 3), [1, 0])
+    # training a module instance trains a copy, never the caller's object
+    SmoothedClassifier(module, max_epochs=3, n=100, random_state=0).fit(X, [1, 0])
+    for p, q in zip(module.parameters(), before):
+        torch.testing.assert_close(p.detach(), q)
+
+
+def test_module_with_wrong_output_size_is_rejected():
+    X = np.random.RandomState(0).randn(10, 2).astype(np.float32)
+    y = np.arange(10) % 3
+    with pytest.raises(ValueError, match="one score per class"):
+        SmoothedClassifier(linear_module([1.0, 1.0], 0.0), max_epochs=0).fit(X, y)
+
+
+def test_pipeline_and_grid_search_over_sigma(digits):
+    X, y = digits
+    raw = X[:300] * 16  # unscaled: the pipeline's scaler brings it to [0, 1]
+    pipe = make_pipeline(
+        MinMaxScaler(), SmoothedClassifier(module__hidden_units=(32,), lr=0.01, **{**FAST, "n": 300})
+    )
+    pipe.fit(raw[:200], y[:200])
+    assert pipe.score(raw[200:], y[200:300]) > 0.5
+    search = GridSearchCV(
+        SmoothedClassifier(module__hidden_units=(32,), **{**FAST, "n": 300, "max_epochs": 5}),
+        {"sigma": [0.1, 1.5]},
+        cv=2,
+    ).fit(X[:200], y[:200])
+    assert search.best_params_ == {"sigma": 0.1}
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"sigma": -1.0}, "sigma"),
+        ({"sigma": 0}, "sigma"),
+        ({"n": 0}, "'n'"),
+        ({"alpha": 0.7}, "alpha"),
+        ({"strategy": "bogus"}, "strategy"),
+        ({"noise": "cauchy"}, "noise"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"memory": "always"}, "memory"),
+    ],
+)
+def test_invalid_parameters_raise_before_training(params, match, digits):
+    X, y = digits
+    with pytest.raises(ValueError, match=match):
+        SmoothedClassifier(**params).fit(X[:20], y[:20])
+
+
+def test_bad_input_raises_and_changes_no_state(fitted, digits):
+    X, y = digits
+    weights = [p.detach().clone() for p in fitted.net_.module_.parameters()]
+    bad = X[:30].copy()
+    bad[3, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.certify(bad)
+    bad[3, 5] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        fitted.predict(bad)
+    with pytest.raises(ValueError, match="features"):
+        fitted.certify(X[:5, :10])
+    with pytest.raises(ValueError, match="0 sample"):
+        fitted.certify(X[:0])
+    with pytest.raises(ValueError, match="1 class"):
+        clone(fitted).fit(X[:10], np.zeros(10))
+    net_before = fitted.net_
+    with pytest.raises(ValueError):
+        fitted.fit(bad, y[:30])
+    assert fitted.net_ is net_before
+    for p, q in zip(fitted.net_.module_.parameters(), weights):
+        torch.testing.assert_close(p.detach(), q)
+
+
+def test_certify_before_fit_is_not_fitted_error():
+    with pytest.raises(NotFittedError):
+        SmoothedClassifier().certify(np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_device(digits):
+    X, y = digits
+    clf = SmoothedClassifier(device="cuda", **FAST).fit(X[:200], y[:200])
+    assert clf.certify(X[:5]).label.shape == (5,)
