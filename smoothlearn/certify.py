@@ -76,7 +76,9 @@ def bank_key(random_state):
         return int(random_state.randint(0, 2**63 - 1, dtype=np.int64))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**63 - 1))
-    raise ValueError(f"random_state must be None, an int or a RandomState; got {random_state!r}")
+    raise ValueError(
+        f"random_state must be None, an int or a RandomState; got {random_state!r}"
+    )
 
 
 class NoiseBank:

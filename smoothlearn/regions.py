@@ -291,7 +291,9 @@ class Certificates:
 
     def copy(self):
         """A deep copy."""
-        fields = {k: (None if v is None else v.copy()) for k, v in self._fields().items()}
+        fields = {
+            k: (None if v is None else v.copy()) for k, v in self._fields().items()
+        }
         return Certificates(noise=self.noise, strategy=self.strategy, **fields)
 
     @classmethod
@@ -324,7 +326,9 @@ class Certificates:
         for name in cls._row_fields:
             values = [getattr(p, name) for p in parts]
             fields[name] = None if values[0] is None else np.concatenate(values)
-        strategy = first.strategy if all(p.strategy == first.strategy for p in parts) else ""
+        strategy = (
+            first.strategy if all(p.strategy == first.strategy for p in parts) else ""
+        )
         return cls(noise=first.noise, strategy=strategy, **fields)
 
     def to_frame(self):

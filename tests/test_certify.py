@@ -52,7 +52,9 @@ def test_certify_from_counts_abstains_below_one_half():
     family = get_noise("gaussian")
     selection = np.array([[10, 0], [0, 10]])
     estimation = np.array([[99_000, 1_000], [52_000, 48_000]])
-    top, p, gap, abstained = certify_from_counts(selection, estimation, 100_000, 0.001, family)
+    top, p, gap, abstained = certify_from_counts(
+        selection, estimation, 100_000, 0.001, family
+    )
     np.testing.assert_array_equal(abstained, [False, True])
     np.testing.assert_array_equal(top, [0, -1])
     assert gap[0] == pytest.approx(stats.norm.ppf(p[0]))
@@ -62,7 +64,12 @@ def test_certify_from_counts_abstains_below_one_half():
 def test_bank_rows_are_independent_of_how_they_are_read():
     bank = NoiseBank(7, ESTIMATION, get_noise("gaussian"), 5)
     whole = bank.rows(0, 3 * CHUNK_ROWS)
-    pieces = torch.cat([bank.rows(a, min(a + 700, 3 * CHUNK_ROWS)) for a in range(0, 3 * CHUNK_ROWS, 700)])
+    pieces = torch.cat(
+        [
+            bank.rows(a, min(a + 700, 3 * CHUNK_ROWS))
+            for a in range(0, 3 * CHUNK_ROWS, 700)
+        ]
+    )
     torch.testing.assert_close(whole, pieces, rtol=0, atol=0)
     other = NoiseBank(7, SELECTION, get_noise("gaussian"), 5).rows(0, 100)
     assert not torch.equal(other, whole[:100])
@@ -70,7 +77,9 @@ def test_bank_rows_are_independent_of_how_they_are_read():
 
 def _toy_network():
     torch.manual_seed(3)
-    module = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    module = torch.nn.Sequential(
+        torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)
+    )
     return BaseNetwork(module, (4,), 3)
 
 
@@ -84,7 +93,9 @@ def test_counts_do_not_depend_on_batch_size_order_or_neighbours(batch_size):
     counts = count_classes(network, X, scale, bank, 3000, batch_size=batch_size)
     np.testing.assert_array_equal(counts, reference)
     order = np.array([4, 1, 5, 0])
-    subset = count_classes(network, X[order], scale[order], bank, 3000, batch_size=batch_size)
+    subset = count_classes(
+        network, X[order], scale[order], bank, 3000, batch_size=batch_size
+    )
     np.testing.assert_array_equal(subset, reference[order])
     assert (reference.sum(axis=1) == 3000).all()
 
@@ -97,7 +108,9 @@ def test_counts_match_a_plain_loop_over_the_bank():
     counts = count_classes(network, X, scale, bank, 1500, batch_size=256)
     z = bank.rows(0, 1500)
     for i in range(3):
-        noisy = torch.as_tensor(X[i]) + torch.as_tensor(scale[i], dtype=torch.float32) * z
+        noisy = (
+            torch.as_tensor(X[i]) + torch.as_tensor(scale[i], dtype=torch.float32) * z
+        )
         with torch.no_grad():
             pred = network.logits(noisy).argmax(1)
         np.testing.assert_array_equal(counts[i], np.bincount(pred.numpy(), minlength=3))

@@ -7,7 +7,12 @@ from smoothlearn import SmoothedClassifier
 
 def _fast_classifier():
     return SmoothedClassifier(
-        sigma=0.1, n0=20, n=400, batch_size=4000, max_epochs=40, lr=0.01,
+        sigma=0.1,
+        n0=20,
+        n=400,
+        batch_size=4000,
+        max_epochs=40,
+        lr=0.01,
         random_state=0,
     )
 

@@ -1,6 +1,7 @@
 """Certificates against the exact truth of a linear base classifier.
 
-For f(x) = 1[w.x + b > 0], Gaussian smoothing gives p_A = Phi(|w.x + b| / (sigma ||w||)):
+For f(x) = 1[w.x + b > 0], Gaussian smoothing gives
+p_A = Phi(|w.x + b| / (sigma ||w||)):
 the certified l2 radius can never (beyond the alpha failure rate) exceed the
 distance |w.x + b| / ||w|| to the decision boundary, and at n = 100,000 it comes
 close to it. With w = e_1 the l1 certificates of the uniform and laplace families
@@ -20,8 +21,13 @@ SIGMA = 0.5
 
 def _certify_linear(w, b, X, noise, n=100_000, seed=0):
     clf = SmoothedClassifier(
-        linear_module(w, b), noise=noise, sigma=SIGMA, max_epochs=0, n=n,
-        batch_size=20_000, random_state=seed,
+        linear_module(w, b),
+        noise=noise,
+        sigma=SIGMA,
+        max_epochs=0,
+        n=n,
+        batch_size=20_000,
+        random_state=seed,
     )
     # fit with max_epochs=0 only records the classes and shapes; the weights stay.
     y = np.array([0, 1] * (len(X) // 2) + [0] * (len(X) % 2))
@@ -35,7 +41,9 @@ def test_gaussian_radius_is_sound_and_tight_on_a_linear_classifier():
     b = 0.3
     unit = w / np.linalg.norm(w)
     # distances between 0.5 sigma and 2.5 sigma, on both sides of the boundary
-    signed = np.concatenate([np.linspace(0.5, 2.5, 20), -np.linspace(0.5, 2.5, 20)]) * SIGMA
+    signed = (
+        np.concatenate([np.linspace(0.5, 2.5, 20), -np.linspace(0.5, 2.5, 20)]) * SIGMA
+    )
     base = rng.randn(len(signed), d)
     base -= np.outer(base @ unit + b / np.linalg.norm(w), unit)  # project onto boundary
     X = (base + np.outer(signed, unit)).astype(np.float32)
@@ -57,7 +65,10 @@ def test_gaussian_soundness_holds_across_many_seeds_near_the_boundary():
     # Close inputs are where the bound is tight; count violations over seeds.
     w, b = np.array([1.0, -2.0]), 0.1
     unit = w / np.linalg.norm(w)
-    X = (np.outer(np.linspace(0.05, 1.5, 12) * SIGMA, unit) - b * unit / np.linalg.norm(w)).astype(np.float32)
+    X = (
+        np.outer(np.linspace(0.05, 1.5, 12) * SIGMA, unit)
+        - b * unit / np.linalg.norm(w)
+    ).astype(np.float32)
     distance = np.abs(X @ w + b) / np.linalg.norm(w)
     violations = 0
     for seed in range(10):

@@ -49,13 +49,17 @@ def test_soft_gap_equals_gap(name):
 def test_isotropic_radii_are_the_published_formulas():
     p, sigma = 0.8, 0.5
     # Cohen et al.: R = sigma Phi^-1(p)
-    assert get_noise("gaussian").radius(p, sigma) == pytest.approx(sigma * stats.norm.ppf(p))
+    assert get_noise("gaussian").radius(p, sigma) == pytest.approx(
+        sigma * stats.norm.ppf(p)
+    )
     # RS4A / ANCER Cor. 2: half-width lam = sqrt(3) sigma, R = 2 lam (p - 1/2)
     lam = math.sqrt(3) * sigma
     assert get_noise("uniform").radius(p, sigma) == pytest.approx(2 * lam * (p - 0.5))
     # Teng et al.: Laplace scale b = sigma / sqrt(2), R = -b log(2(1 - p))
     b = sigma / math.sqrt(2)
-    assert get_noise("laplace").radius(p, sigma) == pytest.approx(-b * np.log(2 * (1 - p)))
+    assert get_noise("laplace").radius(p, sigma) == pytest.approx(
+        -b * np.log(2 * (1 - p))
+    )
 
 
 def test_unknown_noise_raises():

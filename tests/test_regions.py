@@ -45,7 +45,9 @@ def test_diagonal_radius_proxy_and_l1_membership():
 def test_rotated_scale_matrix_and_membership():
     u = ortho_group.rvs(3, random_state=0)[:, :2]
     cert = _certs(
-        np.array([[0.5, 3.0], [1.0, 1.0]]), basis=np.stack([u, u]), scale_rest=np.array([2.0, 1.0])
+        np.array([[0.5, 3.0], [1.0, 1.0]]),
+        basis=np.stack([u, u]),
+        scale_rest=np.array([2.0, 1.0]),
     )
     s = cert.scale_matrix(0)
     np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(s)), [0.5, 2.0, 3.0])
@@ -53,7 +55,9 @@ def test_rotated_scale_matrix_and_membership():
     assert cert.proxy_radius[0] == pytest.approx((0.5 * 3.0 * 2.0) ** (1 / 3))
     delta = 2.99 * u[:, 1]
     assert cert.contains(0, delta) and not cert.contains(0, 0.51 * u[:, 0])
-    np.testing.assert_allclose(cert.inverse_scale_apply(0, delta), np.linalg.solve(s, delta))
+    np.testing.assert_allclose(
+        cert.inverse_scale_apply(0, delta), np.linalg.solve(s, delta)
+    )
 
 
 def test_slicing_concatenation_and_frame():
@@ -74,4 +78,9 @@ def test_slicing_concatenation_and_frame():
 def test_l1_families_reject_rotations():
     u = np.eye(3)[:, :2]
     with pytest.raises(ValueError, match="l1"):
-        _certs(np.ones((2, 2)), noise="laplace", basis=np.stack([u, u]), scale_rest=np.ones(2))
+        _certs(
+            np.ones((2, 2)),
+            noise="laplace",
+            basis=np.stack([u, u]),
+            scale_rest=np.ones(2),
+        )

@@ -13,13 +13,15 @@ from smoothlearn import SmoothedClassifier
 
 from .conftest import linear_module
 
-FAST = dict(n0=50, n=2000, batch_size=5000, max_epochs=15, random_state=0)
+FAST = {"n0": 50, "n": 2000, "batch_size": 5000, "max_epochs": 15, "random_state": 0}
 
 
 @pytest.fixture(scope="module")
 def fitted(digits):
     X, y = digits
-    return SmoothedClassifier(sigma=0.25, module__hidden_units=(64,), **FAST).fit(X[:800], y[:800])
+    return SmoothedClassifier(sigma=0.25, module__hidden_units=(64,), **FAST).fit(
+        X[:800], y[:800]
+    )
 
 
 def test_digits_flat_certifies_most_inputs_correctly(fitted, digits):
@@ -44,7 +46,9 @@ def test_predict_agrees_with_vote_shares_where_it_decides(fitted, digits):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     decided = pred != -1
     assert decided.mean() > 0.9
-    np.testing.assert_array_equal(pred[decided], fitted.classes_[proba[decided].argmax(1)])
+    np.testing.assert_array_equal(
+        pred[decided], fitted.classes_[proba[decided].argmax(1)]
+    )
     assert fitted.score(X[800:900], y[800:900]) > 0.8
 
 
@@ -93,8 +97,12 @@ def test_a_row_does_not_depend_on_its_neighbours(fitted, digits):
 
 def test_fit_is_reproducible(digits):
     X, y = digits
-    a = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(X[:200], y[:200])
-    b = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(X[:200], y[:200])
+    a = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(
+        X[:200], y[:200]
+    )
+    b = SmoothedClassifier(module__hidden_units=(16,), **{**FAST, "max_epochs": 2}).fit(
+        X[:200], y[:200]
+    )
     for pa, pb in zip(a.net_.module_.parameters(), b.net_.module_.parameters()):
         torch.testing.assert_close(pa, pb, rtol=0, atol=0)
 
@@ -141,12 +149,15 @@ def test_pipeline_and_grid_search_over_sigma(digits):
     X, y = digits
     raw = X[:300] * 16  # unscaled: the pipeline's scaler brings it to [0, 1]
     pipe = make_pipeline(
-        MinMaxScaler(), SmoothedClassifier(module__hidden_units=(32,), lr=0.01, **{**FAST, "n": 300})
+        MinMaxScaler(),
+        SmoothedClassifier(module__hidden_units=(32,), lr=0.01, **{**FAST, "n": 300}),
     )
     pipe.fit(raw[:200], y[:200])
     assert pipe.score(raw[200:], y[200:300]) > 0.5
     search = GridSearchCV(
-        SmoothedClassifier(module__hidden_units=(32,), **{**FAST, "n": 300, "max_epochs": 5}),
+        SmoothedClassifier(
+            module__hidden_units=(32,), **{**FAST, "n": 300, "max_epochs": 5}
+        ),
         {"sigma": [0.1, 1.5]},
         cv=2,
     ).fit(X[:200], y[:200])

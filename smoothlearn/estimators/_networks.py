@@ -81,5 +81,10 @@ def default_module_for(input_shape, n_classes):
     """
     if len(input_shape) == 3:
         c, h, w = input_shape
-        return SmallCNN, {"in_channels": c, "height": h, "width": w, "n_classes": n_classes}
+        return SmallCNN, {
+            "in_channels": c,
+            "height": h,
+            "width": w,
+            "n_classes": n_classes,
+        }
     return MLP, {"n_features": int(np.prod(input_shape)), "n_classes": n_classes}

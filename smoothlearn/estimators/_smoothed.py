@@ -11,6 +11,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
 
 from ..certify import (
     ESTIMATION,
@@ -49,6 +50,12 @@ SKORCH_PREFIXES = (
     "callbacks",
     "dataset",
 )
+
+
+#: Inputs certified together: the noise banks are regenerated once per block
+#: (cheap next to n forward passes per input) and progress, checkpoints and
+#: parallel work advance by whole blocks.
+INPUT_BLOCK = 64
 
 
 def _is_skorch_param(name):
@@ -188,7 +195,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         "n": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, 0.5, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "memory": [StrOptions({"auto"}), None, HasMethods(["partial_fit", "transform"])],
+        "memory": [
+            StrOptions({"auto"}),
+            None,
+            HasMethods(["partial_fit", "transform"]),
+        ],
         "abstain_label": "no_validation",
         "random_state": ["random_state"],
         "device": [str, torch.device],
@@ -387,18 +398,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             nonlinearity=nonlinearity,
         )
 
-    def _scales(self, network, X_flat, key):
-        bank = NoiseBank(key, OPTIMISATION, self.noise_, X_flat.shape[1])
-        return self.strategy_.scales(
-            network, X_flat, sigma=self.sigma, family=self.noise_, bank=bank
-        )
-
-    def _counts(self, network, X_flat, scale, key, bank_id, n_draws):
-        bank = NoiseBank(key, bank_id, self.noise_, X_flat.shape[1])
-        return count_classes(
-            network, X_flat, scale, bank, n_draws, batch_size=self.batch_size
-        )
-
     def _labels(self, class_index):
         """Class labels for class indices, the abstain label where -1."""
         abstained = class_index < 0
@@ -415,6 +414,62 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         labels[abstained] = self.abstain_label
         return labels
 
+    def _certification_strategy(self):
+        """The strategy used at certification time.
+
+        A strategy that trains nothing is resolved afresh from ``self.strategy``,
+        so ``set_params(strategy=...)`` after ``fit`` certifies the trained
+        network with the new strategy; one trained in ``fit`` is ``strategy_``.
+        """
+        strategy = get_strategy(self.strategy)
+        if getattr(strategy, "trained_in_fit", False):
+            if type(strategy) is not type(self.strategy_):
+                raise ValueError(
+                    f"strategy {strategy.name!r} is trained in fit; refit the "
+                    f"estimator to use it (fitted with {self.strategy_.name!r})."
+                )
+            return self.strategy_
+        strategy.check_noise(self.noise_)
+        return strategy
+
+    def _block_counts(self, network, strategy, X_block, key, banks):
+        """Scales and the count tables of ``banks`` for one block of inputs."""
+        d = X_block.shape[1]
+        scale = strategy.scales(
+            network,
+            X_block,
+            sigma=self.sigma,
+            family=self.noise_,
+            bank=NoiseBank(key, OPTIMISATION, self.noise_, d),
+        )
+        draws = {SELECTION: self.n0, ESTIMATION: self.n}
+        counts = [
+            count_classes(
+                network,
+                X_block,
+                scale["scale"],
+                NoiseBank(key, bank_id, self.noise_, d),
+                draws[bank_id],
+                batch_size=self.batch_size,
+            )
+            for bank_id in banks
+        ]
+        return scale, counts
+
+    def _blocks(self, X_flat):
+        """Slices of ``INPUT_BLOCK`` inputs, with a progress bar when verbose."""
+        slices = [
+            slice(i, min(i + INPUT_BLOCK, len(X_flat)))
+            for i in range(0, len(X_flat), INPUT_BLOCK)
+        ]
+        bar = tqdm(
+            total=len(X_flat), unit="input", disable=not self.verbose, leave=False
+        )
+        for block in slices:
+            yield block
+            bar.update(block.stop - block.start)
+        bar.close()
+
     def certify(self, X):
         """Certify the smoothed prediction of each input.
 
@@ -430,35 +485,47 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             shapes it). See :class:`smoothlearn.regions.Certificates`.
         """
         X_flat = self._validate_X(X)
+        strategy = self._certification_strategy()
         key = bank_key(self.random_state)
         network = self._network()
-        start = time.perf_counter()
-        scale = self._scales(network, X_flat, key)
-        selection = self._counts(network, X_flat, scale["scale"], key, SELECTION, self.n0)
-        estimation = self._counts(network, X_flat, scale["scale"], key, ESTIMATION, self.n)
-        top, p_lower, gap, abstained = certify_from_counts(
-            selection, estimation, self.n, self.alpha, self.noise_
-        )
-        per_input = (time.perf_counter() - start) / max(len(X_flat), 1)
-        return Certificates(
-            label=self._labels(top),
-            abstained=abstained,
-            p_lower=p_lower,
-            gap=gap,
-            center=X_flat,
-            noise=self.noise_,
-            class_index=top,
-            strategy=self.strategy_.name,
-            time=np.full(len(X_flat), per_input),
-            **scale,
-        )
+        parts = []
+        for block in self._blocks(X_flat):
+            start = time.perf_counter()
+            scale, (selection, estimation) = self._block_counts(
+                network, strategy, X_flat[block], key, (SELECTION, ESTIMATION)
+            )
+            top, p_lower, gap, abstained = certify_from_counts(
+                selection, estimation, self.n, self.alpha, self.noise_
+            )
+            seconds = (time.perf_counter() - start) / len(top)
+            parts.append(
+                Certificates(
+                    label=self._labels(top),
+                    abstained=abstained,
+                    p_lower=p_lower,
+                    gap=gap,
+                    center=X_flat[block],
+                    noise=self.noise_,
+                    class_index=top,
+                    strategy=strategy.name,
+                    time=np.full(len(top), seconds),
+                    **scale,
+                )
+            )
+        return Certificates.concatenate(parts)
 
     def _estimation_counts(self, X):
         X_flat = self._validate_X(X)
+        strategy = self._certification_strategy()
         key = bank_key(self.random_state)
         network = self._network()
-        scale = self._scales(network, X_flat, key)
-        return self._counts(network, X_flat, scale["scale"], key, ESTIMATION, self.n)
+        counts = [
+            self._block_counts(network, strategy, X_flat[block], key, (ESTIMATION,))[1][
+                0
+            ]
+            for block in self._blocks(X_flat)
+        ]
+        return np.concatenate(counts)
 
     def predict(self, X):
         """Smoothed prediction by Cohen et al.'s PREDICT (may abstain).

@@ -42,5 +42,6 @@ def get_strategy(strategy):
     if isinstance(strategy, BaseStrategy):
         return clone(strategy)
     raise TypeError(
-        f"strategy must be a string or a BaseStrategy instance; got {type(strategy).__name__}."
+        "strategy must be a string or a BaseStrategy instance; got "
+        f"{type(strategy).__name__}."
     )

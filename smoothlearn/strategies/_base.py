@@ -33,8 +33,8 @@ class BaseStrategy(BaseEstimator):
         """Raise a ValueError when the strategy cannot use ``family``."""
         if family.name not in self.noises:
             raise ValueError(
-                f"strategy {type(self).__name__} supports noise in {list(self.noises)}; "
-                f"got {family.name!r}."
+                f"strategy {type(self).__name__} supports noise in "
+                f"{list(self.noises)}; got {family.name!r}."
             )
 
     def scales(self, network, X, *, sigma, family, bank):

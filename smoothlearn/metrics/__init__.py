@@ -1,0 +1,38 @@
+"""Metrics, scorers, logs and plots of certificates (DESIGN.md section 7)."""
+
+from ._certified import (
+    average_certified_radius,
+    average_radius_improvement,
+    certified_accuracy,
+    certified_accuracy_curve,
+    clean_accuracy,
+    superset_share,
+)
+from ._io import CertificateLog, read_certificates_tsv, write_certificates_tsv
+from ._report import CertifiedAccuracyDisplay, certified_accuracy_table
+from ._scorers import (
+    CertificateScorer,
+    acr_scorer,
+    certified_accuracy_scorer,
+    get_scorer,
+    get_scorer_names,
+)
+
+__all__ = [
+    "CertificateLog",
+    "CertificateScorer",
+    "CertifiedAccuracyDisplay",
+    "acr_scorer",
+    "average_certified_radius",
+    "average_radius_improvement",
+    "certified_accuracy",
+    "certified_accuracy_curve",
+    "certified_accuracy_scorer",
+    "certified_accuracy_table",
+    "clean_accuracy",
+    "get_scorer",
+    "get_scorer_names",
+    "read_certificates_tsv",
+    "superset_share",
+    "write_certificates_tsv",
+]

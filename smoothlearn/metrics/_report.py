@@ -1,0 +1,136 @@
+"""Paper-style tables and certified-accuracy plots for several strategies."""
+
+import numpy as np
+
+from ._certified import average_certified_radius, certified_accuracy
+
+__all__ = ["CertifiedAccuracyDisplay", "certified_accuracy_table"]
+
+DEFAULT_RADII = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _as_mapping(certificates):
+    if isinstance(certificates, dict):
+        if not certificates:
+            raise ValueError("need at least one certificate set")
+        return certificates
+    return {getattr(certificates, "strategy", "") or "certificates": certificates}
+
+
+def certified_accuracy_table(y_true, certificates, radii=DEFAULT_RADII, *, proxy=False):
+    """A text table of certified accuracy at radii, ACR and AC R-tilde per strategy.
+
+    The layout of ANCER's Table 1: one row per certificate set, certified
+    accuracy (in %) at each radius, then ACR and the average proxy radius.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    certificates : Certificates or dict of str to Certificates
+        One set, or several keyed by the row name.
+    radii : sequence of float, default=(0.0, 0.25, 0.5, 0.75, 1.0)
+    proxy : bool, default=False
+        Columns by proxy radius instead of radius.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> cert = SimpleNamespace(label=[0, 1], abstained=[False, False],
+    ...                        radius=[0.3, 0.9], proxy_radius=[0.5, 1.2])
+    >>> print(certified_accuracy_table([0, 1], {"cohen": cert}, [0.0, 0.5]))
+    strategy    R=0  R=0.5    ACR   ACR~
+    cohen     100.0   50.0  0.600  0.850
+    """
+    sets = _as_mapping(certificates)
+    radii = np.asarray(radii, dtype=float).reshape(-1)
+    symbol = "R~" if proxy else "R"
+    header = ["strategy"] + [f"{symbol}={r:g}" for r in radii] + ["ACR", "ACR~"]
+    rows = []
+    for name, cert in sets.items():
+        acc = certified_accuracy(y_true, cert, radii, proxy=proxy)
+        rows.append(
+            [str(name)]
+            + [f"{100 * a:.1f}" for a in acc]
+            + [
+                f"{average_certified_radius(y_true, cert):.3f}",
+                f"{average_certified_radius(y_true, cert, proxy=True):.3f}",
+            ]
+        )
+    widths = [max(len(r[j]) for r in [header] + rows) for j in range(len(header))]
+    lines = []
+    for r in [header] + rows:
+        cells = [r[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(r[1:], widths[1:])
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+class CertifiedAccuracyDisplay:
+    """Certified accuracy against (proxy) radius for several strategies on one axes.
+
+    The figure of ANCER (figure 2) and RANCER (figure 3). Build it with
+    :meth:`from_certificates`; save it with ``display.figure_.savefig(...)``.
+
+    Parameters
+    ----------
+    curves : dict of str to (radii, accuracy)
+    proxy : bool
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+    figure_ : matplotlib Figure
+    lines_ : dict of str to matplotlib Line2D
+    """
+
+    def __init__(self, curves, *, proxy=False):
+        self.curves = curves
+        self.proxy = proxy
+
+    @classmethod
+    def from_certificates(cls, y_true, certificates, *, proxy=False, ax=None):
+        """Plot the step curves of one or several certificate sets.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (n_samples,)
+        certificates : Certificates or dict of str to Certificates
+        proxy : bool, default=False
+            Against proxy radius (ANCER's anisotropic certified accuracy, UCAN's
+            ALM) instead of radius.
+        ax : matplotlib Axes, default=None
+
+        Returns
+        -------
+        CertifiedAccuracyDisplay
+        """
+        from ._certified import certified_accuracy_curve
+
+        curves = {
+            name: certified_accuracy_curve(y_true, cert, proxy=proxy)
+            for name, cert in _as_mapping(certificates).items()
+        }
+        return cls(curves, proxy=proxy).plot(ax=ax)
+
+    def plot(self, ax=None):
+        """Draw on ``ax`` (a new figure when None) and return ``self``."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots()
+        self.lines_ = {}
+        for name, (radii, acc) in self.curves.items():
+            (self.lines_[name],) = ax.step(radii, acc, where="post", label=str(name))
+        ax.set_xlabel("proxy radius" if self.proxy else "radius")
+        ax.set_ylabel("certified accuracy")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlim(left=0)
+        ax.legend()
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
