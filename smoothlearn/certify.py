@@ -32,10 +32,11 @@ with a published fixed ``random_state`` whoever chooses the inputs can search
 for inputs whose draws are lucky. Where inputs may be chosen adversarially,
 leave ``random_state=None`` (fresh OS entropy per call) or keep the seed secret.
 
-Memory: a call holds one window of a bank (``window`` rows by ``n_features``,
-``window = min(n, max(CHUNK_ROWS, batch_size))`` rounded to whole chunks) plus
-one forward batch (``batch_size`` noisy inputs, their activations and logits),
-whatever ``n`` and however many inputs are certified.
+Memory: a call holds one chunk of a bank and one window of it
+(``CHUNK_ROWS + min(n, batch_size)`` rows of ``n_features`` float32) plus one
+forward batch (at most ``max(batch_size, min(n, batch_size))`` noisy inputs,
+their activations and logits), whatever ``n`` and however many inputs are
+certified.
 """
 
 import numpy as np
@@ -160,18 +161,13 @@ class BaseNetwork:
         return self.nonlinearity(out)
 
 
-def _perturbations(scale, z):
-    """``S_i z`` for a block of rows: scale (g,) or (g, d), z (w, d) -> (g, w, d)."""
-    if scale.ndim == 1:
-        return scale[:, None, None] * z[None]
-    return scale[:, None, :] * z[None]
-
-
 def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
-    Processing is chunk-major: one window of the bank serves every input
-    before the next window is drawn, so each draw is generated once per call.
+    Processing is chunk-major: one window of the bank (``min(n_draws,
+    batch_size)`` rows) serves every input before the next window is drawn,
+    so each draw is generated once per call; each forward pass carries
+    ``batch_size // window`` inputs (at least one) times the window's rows.
 
     Parameters
     ----------
@@ -195,30 +191,33 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
     m, d = X.shape
     device = network.device
     K = network.n_classes
-    counts = torch.zeros(m * K, dtype=torch.int64, device=device)
+    counts = torch.zeros((m, K), dtype=torch.int64, device=device)
     if m == 0 or n_draws == 0:
-        return counts.view(m, K).cpu().numpy()
-    window = min(n_draws, max(CHUNK_ROWS, batch_size // CHUNK_ROWS * CHUNK_ROWS))
-    X_t = torch.as_tensor(X, dtype=torch.float32, device=device)
+        return counts.cpu().numpy()
+    window = min(n_draws, batch_size)
+    group = max(1, batch_size // window)
+    X_t = torch.as_tensor(X, dtype=torch.float32, device=device)[:, None, :]
     scale_t = torch.as_tensor(scale, dtype=torch.float32, device=device)
+    # (m, 1, 1) or (m, 1, d): broadcasts against a window of z, (1, w, d)
+    scale_t = scale_t.reshape(m, 1, -1)
     network.module.eval()
     with torch.inference_mode():
         for start in range(0, n_draws, window):
-            stop = min(start + window, n_draws)
-            z_all = bank.rows(start, stop).to(device)
-            for zs in range(0, stop - start, batch_size):
-                z = z_all[zs : zs + batch_size]
-                w = z.shape[0]
-                group = max(1, batch_size // w)
-                for i0 in range(0, m, group):
-                    i1 = min(i0 + group, m)
-                    noisy = X_t[i0:i1, None, :] + _perturbations(scale_t[i0:i1], z)
-                    pred = network.logits(noisy.view(-1, d)).argmax(dim=1)
-                    rows = torch.arange(i0, i1, device=device).repeat_interleave(w)
-                    counts += torch.bincount(rows * K + pred, minlength=m * K)
-                    if progress is not None:
-                        progress((i1 - i0) * w)
-    return counts.view(m, K).cpu().numpy()
+            z = bank.rows(start, min(start + window, n_draws)).to(device)[None]
+            w = z.shape[1]
+            for i0 in range(0, m, group):
+                i1 = min(i0 + group, m)
+                noisy = torch.addcmul(X_t[i0:i1], scale_t[i0:i1], z)
+                pred = network.logits(noisy.view(-1, d)).argmax(dim=1)
+                if i1 - i0 == 1:
+                    counts[i0] += torch.bincount(pred, minlength=K)
+                else:
+                    rows = torch.arange(i1 - i0, device=device).repeat_interleave(w)
+                    block = torch.bincount(rows * K + pred, minlength=(i1 - i0) * K)
+                    counts[i0:i1] += block.view(i1 - i0, K)
+                if progress is not None:
+                    progress((i1 - i0) * w)
+    return counts.cpu().numpy()
 
 
 def clopper_pearson_lower(k, n, alpha):

@@ -1,0 +1,67 @@
+"""certify against the bare batched forward passes it needs (DESIGN.md section 8).
+
+The floor: the same network, in eval mode under inference_mode, called on
+ready-made batches of ``batch_size`` noisy inputs, as many times as certify's
+n0 + n draws per input need. Nothing else: no noise generation, no counting.
+Target: certify wall time <= 1.15x the floor. Both are timed in one run,
+interleaved, best of ``--repeats``.
+
+    python benchmarks/bench_certify_overhead.py [--inputs 20] [--n 100000]
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+
+from smoothlearn import SmoothedClassifier
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=20)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--n0", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
+    args = parser.parse_args()
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16).astype(np.float32)
+    clf = SmoothedClassifier(
+        module__hidden_units=tuple(args.hidden), max_epochs=2, n=args.n, n0=args.n0,
+        batch_size=args.batch_size, random_state=0,
+    ).fit(X, y)
+    X_test = X[: args.inputs]
+    module = clf.net_.module_.eval()
+    batch = torch.randn(args.batch_size, 64)
+    passes = int(np.ceil(args.inputs * (args.n + args.n0) / args.batch_size))
+
+    def floor():
+        with torch.inference_mode():
+            for _ in range(passes):
+                module(batch)
+
+    def certify():
+        clf.certify(X_test)
+
+    times = {"floor": [], "certify": []}
+    for _ in range(args.repeats):
+        for name, fn in (("floor", floor), ("certify", certify)):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    best = {k: min(v) for k, v in times.items()}
+    threads = torch.get_num_threads()
+    print(f"torch threads {threads}, {passes} passes of {args.batch_size}")
+    print(f"floor   {best['floor']:.3f} s")
+    print(f"certify {best['certify']:.3f} s")
+    ratio = best["certify"] / best["floor"]
+    print(f"ratio certify/floor = {ratio:.3f} (target <= 1.15)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from smoothlearn.metrics import read_certificates_tsv
+
+
+def _run(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "smoothlearn", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_certify_end_to_end_on_digits(tmp_path):
+    out = tmp_path / "results"
+    proc = _run(
+        "certify",
+        "--n",
+        "500",
+        "--n0",
+        "50",
+        "--n-test",
+        "30",
+        "--max-epochs",
+        "5",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1].split()[:3] == ["strategy", "R=0", "R=0.25"]
+    assert proc.stdout.splitlines()[2].startswith("cohen")
+    log = read_certificates_tsv(out / "certify_cohen.tsv")
+    assert len(log) == 30 and log.correct.mean() > 0.5
+    assert (out / "summary.txt").read_text().splitlines()[
+        1:
+    ] == proc.stdout.splitlines()[1:]
+    assert (out / "certified_accuracy.png").stat().st_size > 1000
+
+
+def test_npz_data_and_saved_model(tmp_path):
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 3).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    np.savez(tmp_path / "toy.npz", X=X, y=y)
+    model = tmp_path / "model.joblib"
+    args = ["--data", str(tmp_path / "toy.npz"), "--n", "300", "--n-test", "10", "-q"]
+    first = _run(
+        "certify", *args, "--save-model", str(model), "--out", str(tmp_path / "a")
+    )
+    assert first.returncode == 0, first.stderr
+    again = _run("certify", *args, "--model", str(model), "--out", str(tmp_path / "b"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout  # same model, same seed, same certificates
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--sigma", "-1"],
+        ["--strategy", "bogus"],
+        ["--n", "zero"],
+        ["--data", "/does/not/exist"],
+        ["--alpha", "0.9"],
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_code_2(args, tmp_path):
+    proc = _run("certify", *args, "--out", str(tmp_path))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_lists_every_option():
+    proc = _run("certify", "--help")
+    assert proc.returncode == 0
+    for option in ("--data", "--strategy", "--sigma", "--n0", "--alpha", "--out"):
+        assert option in proc.stdout
