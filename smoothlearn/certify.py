@@ -196,7 +196,8 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
         return counts.cpu().numpy()
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
-    X_t = torch.as_tensor(X, dtype=torch.float32, device=device)[:, None, :]
+    X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
+    X_t = X_t[:, None, :]
     scale_t = torch.as_tensor(scale, dtype=torch.float32, device=device)
     # (m, 1, 1) or (m, 1, d): broadcasts against a window of z, (1, w, d)
     scale_t = scale_t.reshape(m, 1, -1)
@@ -208,7 +209,7 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
             for i0 in range(0, m, group):
                 i1 = min(i0 + group, m)
                 noisy = torch.addcmul(X_t[i0:i1], scale_t[i0:i1], z)
-                pred = network.logits(noisy.view(-1, d)).argmax(dim=1)
+                pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
                 if i1 - i0 == 1:
                     counts[i0] += torch.bincount(pred, minlength=K)
                 else:
