@@ -32,8 +32,12 @@ def main():
     X, y = load_digits(return_X_y=True)
     X = (X / 16).astype(np.float32)
     clf = SmoothedClassifier(
-        module__hidden_units=tuple(args.hidden), max_epochs=2, n=args.n, n0=args.n0,
-        batch_size=args.batch_size, random_state=0,
+        module__hidden_units=tuple(args.hidden),
+        max_epochs=2,
+        n=args.n,
+        n0=args.n0,
+        batch_size=args.batch_size,
+        random_state=0,
     ).fit(X, y)
     X_test = X[: args.inputs]
     module = clf.net_.module_.eval()

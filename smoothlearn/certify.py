@@ -44,6 +44,8 @@ import torch
 from scipy.stats import beta as _beta
 from scipy.stats import binom as _binom
 
+from .first_layer import find_first_linear
+
 __all__ = [
     "CHUNK_ROWS",
     "NoiseBank",
@@ -140,15 +142,38 @@ class BaseNetwork:
     nonlinearity : callable, default=None
         Maps module outputs to class probabilities (skorch's predict
         nonlinearity); softmax when None.
+    reuse_first_layer : bool, default=True
+        Reuse the first linear map's response to the noise bank when the
+        module starts with one (see :mod:`smoothlearn.first_layer`).
     """
 
-    def __init__(self, module, input_shape, n_classes, device="cpu", nonlinearity=None):
+    def __init__(
+        self,
+        module,
+        input_shape,
+        n_classes,
+        device="cpu",
+        nonlinearity=None,
+        reuse_first_layer=True,
+    ):
         self.module = module
         self.input_shape = tuple(input_shape)
         self.n_features = int(np.prod(self.input_shape))
         self.n_classes = n_classes
         self.device = torch.device(device)
         self.nonlinearity = nonlinearity
+        self.reuse_first_layer = reuse_first_layer
+        self._first_linear = None
+
+    @property
+    def first_linear(self):
+        """The module's :class:`~smoothlearn.first_layer.FirstLinear` split, or None."""
+        if not self.reuse_first_layer:
+            return None
+        if self._first_linear is None:
+            found = find_first_linear(self.module, self.input_shape, self.n_features)
+            self._first_linear = found if found is not None else False
+        return self._first_linear or None
 
     def logits(self, x_flat):
         out = self.module(x_flat.reshape(-1, *self.input_shape))
@@ -168,6 +193,9 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
     batch_size)`` rows) serves every input before the next window is drawn,
     so each draw is generated once per call; each forward pass carries
     ``batch_size // window`` inputs (at least one) times the window's rows.
+    When the network starts with a linear map and the scale is isotropic or
+    shared by all inputs, the map's response to the window is computed once
+    and reused (:mod:`smoothlearn.first_layer`).
 
     Parameters
     ----------
@@ -197,19 +225,37 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
     X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
-    X_t = X_t[:, None, :]
-    scale_t = torch.as_tensor(scale, dtype=torch.float32, device=device)
+    scale = np.asarray(scale, dtype=np.float32)
+    shared = scale.ndim == 2 and bool((scale == scale[:1]).all())
+    first = network.first_linear if (scale.ndim == 1 or shared) else None
     # (m, 1, 1) or (m, 1, d): broadcasts against a window of z, (1, w, d)
-    scale_t = scale_t.reshape(m, 1, -1)
+    scale_t = torch.as_tensor(scale, device=device).reshape(m, 1, -1)
     network.module.eval()
     with torch.inference_mode():
+        if first is not None:
+            Lx = first.apply(X_t)[:, None]  # (m, 1, *hidden)
+            hidden_shape = Lx.shape[2:]
+            if not shared:  # per-input isotropic: s_i L z
+                iso = scale_t.reshape(m, 1, *([1] * len(hidden_shape)))
         for start in range(0, n_draws, window):
-            z = bank.rows(start, min(start + window, n_draws)).to(device)[None]
-            w = z.shape[1]
+            z = bank.rows(start, min(start + window, n_draws)).to(device)
+            w = z.shape[0]
+            if first is not None:
+                # the bank's response to the first linear map, once per window
+                Lz = first.apply_linear_part(z * scale_t[0] if shared else z)[None]
             for i0 in range(0, m, group):
                 i1 = min(i0 + group, m)
-                noisy = torch.addcmul(X_t[i0:i1], scale_t[i0:i1], z)
-                pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
+                if first is None:
+                    noisy = torch.addcmul(X_t[i0:i1, None], scale_t[i0:i1], z[None])
+                    pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
+                else:
+                    if shared:
+                        hidden = Lx[i0:i1] + Lz
+                    else:
+                        hidden = torch.addcmul(Lx[i0:i1], iso[i0:i1], Lz)
+                    out = first.rest(hidden.reshape(-1, *hidden_shape))
+                    out = out[0] if isinstance(out, tuple) else out
+                    pred = out.argmax(dim=1)
                 if i1 - i0 == 1:
                     counts[i0] += torch.bincount(pred, minlength=K)
                 else:

@@ -1,0 +1,191 @@
+"""First-layer reuse gives the plain path's votes on the same noise bank."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.estimators import MLP, SmallCNN
+from smoothlearn.first_layer import find_first_linear
+from smoothlearn.noise import get_noise
+
+
+def _networks():
+    torch.manual_seed(0)
+    yield (
+        "linear-first",
+        nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 4)),
+        (12,),
+    )
+    yield (
+        "flatten-linear",
+        nn.Sequential(nn.Flatten(), nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 4)),
+        (3, 2, 2),
+    )
+    yield (
+        "conv-first",
+        nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4, 4)
+        ),
+        (3, 2, 2),
+    )
+    yield "builtin-mlp", MLP(12, 4, hidden_units=(16, 16)), (12,)
+    yield "builtin-cnn", SmallCNN(3, 4, 4, 4), (3, 4, 4)
+
+
+@pytest.mark.parametrize(
+    "name, module, shape",
+    list(_networks()),
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+@pytest.mark.parametrize("scale_kind", ["isotropic", "per-input", "shared-diagonal"])
+def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale_kind):
+    d = int(np.prod(shape))
+    rng = np.random.RandomState(0)
+    X = rng.rand(5, d).astype(np.float32)
+    scale = {
+        "isotropic": np.full(5, 0.5),
+        "per-input": rng.uniform(0.2, 1.0, 5),
+        "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
+    }[scale_kind]
+    fused = BaseNetwork(module, shape, 4)
+    plain = BaseNetwork(module, shape, 4, reuse_first_layer=False)
+    assert fused.first_linear is not None and plain.first_linear is None
+    bank = NoiseBank(3, ESTIMATION, get_noise("gaussian"), d)
+    n = 600
+    z = bank.rows(0, n)
+    s = torch.as_tensor(scale, dtype=torch.float32).reshape(5, 1, -1)
+    with torch.no_grad():
+        logits = plain.logits(
+            (torch.as_tensor(X)[:, None] + s * z[None]).reshape(-1, d)
+        )
+    top2 = logits.topk(2, dim=1).values
+    near_tie = ((top2[:, 0] - top2[:, 1]) < 1e-4).reshape(5, n)
+    # sample by sample: one bank row per call
+    for i in (0, 4):
+        for r in range(0, n, 120):
+            row_bank = _SingleRow(bank, r)
+            a = count_classes(
+                fused, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
+            )
+            b = count_classes(
+                plain, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
+            )
+            assert near_tie[i, r] or (a == b).all()
+    # and in bulk, over every draw
+    a = count_classes(fused, X, scale, bank, n, batch_size=256)
+    b = count_classes(plain, X, scale, bank, n, batch_size=256)
+    assert np.abs(a - b).sum() <= 2 * int(near_tie.sum())
+
+
+class _SingleRow:
+    """A bank whose row 0 is row ``r`` of another bank."""
+
+    def __init__(self, bank, r):
+        self.bank, self.r = bank, r
+
+    def rows(self, start, stop):
+        return self.bank.rows(self.r + start, self.r + stop)
+
+
+def test_networks_without_a_linear_first_map_take_the_plain_path():
+    module = nn.Sequential(nn.ReLU(), nn.Linear(4, 2))
+    assert find_first_linear(module, (4,), 4) is None
+
+    class Custom(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x) ** 2
+
+    assert find_first_linear(Custom(), (4,), 4) is None
+
+
+def test_a_wrong_hook_raises_instead_of_miscounting():
+    class Liar(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+        def smoothlearn_first_linear(self):
+            return self.fc, nn.Identity()  # forgets the ReLU
+
+    with pytest.raises(ValueError, match="does not reproduce"):
+        find_first_linear(Liar(), (4,), 4)
+
+
+def test_a_declared_hook_is_used():
+    class Declared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.head = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.head(torch.sigmoid(self.fc(x)))
+
+        def smoothlearn_first_linear(self):
+            return self.fc, lambda h: self.head(torch.sigmoid(h))
+
+    found = find_first_linear(Declared(), (4,), 4)
+    assert found is not None and found.linear.out_features == 3
+
+
+def test_fused_counts_do_not_depend_on_batch_composition_or_order():
+    torch.manual_seed(1)
+    network = BaseNetwork(MLP(12, 4, hidden_units=(16,)), (12,), 4)
+    X = np.random.RandomState(2).rand(7, 12).astype(np.float32)
+    bank = NoiseBank(9, ESTIMATION, get_noise("uniform"), 12)
+    scale = np.random.RandomState(3).uniform(0.1, 0.9, 7)
+    whole = count_classes(network, X, scale, bank, 2000, batch_size=4000)
+    order = np.array([6, 2, 0])
+    for batch_size in (1, 300, 10_000):
+        part = count_classes(
+            network, X[order], scale[order], bank, 2000, batch_size=batch_size
+        )
+        np.testing.assert_array_equal(part, whole[order])
+
+
+_PEAK_SCRIPT = """
+import resource, sys
+import numpy as np, torch
+from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.estimators import MLP
+from smoothlearn.noise import get_noise
+n = int(sys.argv[1])
+torch.manual_seed(0)
+network = BaseNetwork(MLP(784, 10, hidden_units=(16,)), (784,), 10)
+X = np.random.RandomState(0).rand(2, 784).astype(np.float32)
+bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), 784)
+count_classes(network, X[:1], np.full(1, 0.5), bank, 2000, batch_size=1000)  # warm up
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+count_classes(network, X, np.full(2, 0.5), bank, n, batch_size=1000)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def test_peak_memory_does_not_grow_with_n():
+    import subprocess
+    import sys
+
+    def growth_kib(n):
+        out = subprocess.run(
+            [sys.executable, "-c", _PEAK_SCRIPT, str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
+        return int(out.stdout.strip())
+
+    small, large = growth_kib(5_000), growth_kib(50_000)
+    # Documented bound: one bank chunk plus one window (CHUNK_ROWS + batch_size
+    # rows of 784 float32, about 6 MiB) plus one forward batch's activations.
+    # Holding the 50,000 draws instead would take 150 MiB more.
+    assert large - small < 32 * 1024, (small, large)
