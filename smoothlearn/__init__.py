@@ -4,7 +4,7 @@ scikit-learn estimators around torch networks (trained through skorch) whose
 smoothed predictions come with certified regions.
 """
 
-from .estimators import SmoothedClassifier
+from .estimators import MemoryCertifier, SmoothedClassifier
 from .noise import get_noise
 from .regions import Certificates
 from .strategies import BaseStrategy, Cohen
@@ -15,6 +15,7 @@ __all__ = [
     "BaseStrategy",
     "Certificates",
     "Cohen",
+    "MemoryCertifier",
     "SmoothedClassifier",
     "__version__",
     "get_noise",

@@ -39,7 +39,7 @@ class NoiseFamily:
     """A noise family: its standard sampler and its certificate constants.
 
     Subclasses set ``name``, ``norm`` (``"l2"`` or ``"l1"``) and ``c``, and
-    implement :meth:`sample`, :meth:`gap` and :meth:`soft_gap`.
+    implement :meth:`sample`, :meth:`gap` and :meth:`torch_gap`.
     """
 
     name: str
@@ -59,9 +59,19 @@ class NoiseFamily:
         """
         raise NotImplementedError  # abstract
 
-    def soft_gap(self, p):
-        """The same map on torch tensors, differentiable (for optimising scales)."""
+    def torch_gap(self, p):
+        """``gap`` on torch tensors, differentiable."""
         raise NotImplementedError  # abstract
+
+    def soft_gap(self, top, second):
+        """Differentiable gap of the soft smoothed classifier's top two probabilities.
+
+        ``(gap(top) + gap(1 - second)) / 2``: the gaussian case is ANCER's and
+        Alfarra et al.'s ``(Phi^-1(top) - Phi^-1(second)) / 2``, the uniform
+        case ANCER's ``top - second``, and every case equals ``gap(top)`` when
+        ``second = 1 - top``. Callers clamp the probabilities away from 0 and 1.
+        """
+        return 0.5 * (self.torch_gap(top) + self.torch_gap(1.0 - second))
 
     def radius(self, p, min_scale):
         """Inscribed radius ``c * gap(p) * min_scale`` in the family's norm."""
@@ -85,7 +95,7 @@ class Gaussian(NoiseFamily):
     def gap(self, p):
         return _std_normal.ppf(np.asarray(p, dtype=np.float64))
 
-    def soft_gap(self, p):
+    def torch_gap(self, p):
         return torch.special.ndtri(p)
 
 
@@ -103,7 +113,7 @@ class Uniform(NoiseFamily):
     def gap(self, p):
         return 2.0 * np.asarray(p, dtype=np.float64) - 1.0
 
-    def soft_gap(self, p):
+    def torch_gap(self, p):
         return 2.0 * p - 1.0
 
 
@@ -125,7 +135,7 @@ class Laplace(NoiseFamily):
         with np.errstate(divide="ignore"):
             return -np.log(2.0 * (1.0 - p))
 
-    def soft_gap(self, p):
+    def torch_gap(self, p):
         return -torch.log(2.0 * (1.0 - p))
 
 

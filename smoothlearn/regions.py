@@ -27,7 +27,28 @@ import numpy as np
 
 from .noise import get_noise
 
-__all__ = ["Certificates"]
+__all__ = ["Certificates", "with_abstentions"]
+
+
+def with_abstentions(labels, abstained, abstain_label):
+    """``labels`` with ``abstain_label`` where ``abstained``, in a dtype holding both.
+
+    Numeric labels stay numeric with a numeric abstain label; otherwise the
+    result is an object array (numpy would turn -1 into the string '-1').
+    """
+    labels = np.asarray(labels)
+    abstained = np.asarray(abstained, dtype=bool)
+    if not abstained.any():
+        return labels
+    try:
+        dtype = np.result_type(labels.dtype, np.asarray(abstain_label))
+        if dtype.kind in "USO" or labels.dtype.kind in "USO":
+            raise TypeError
+    except TypeError:
+        dtype = object
+    out = labels.astype(dtype, copy=True)
+    out[abstained] = abstain_label
+    return out
 
 
 def _as_rows(idx, n):
@@ -70,6 +91,8 @@ class Certificates:
         abstained).
     strategy : str, default=''
         Name of the strategy that chose the scales.
+    abstain_label : object, default=-1
+        The label written where abstained.
     time : ndarray of shape (n_samples,), default=None
         Seconds spent per input (NaN where unknown).
 
@@ -102,6 +125,7 @@ class Certificates:
         class_index=None,
         strategy="",
         time=None,
+        abstain_label=-1,
     ):
         n = len(label)
         self.label = np.asarray(label)
@@ -124,6 +148,7 @@ class Certificates:
         )
         self.noise = get_noise(noise).name
         self.strategy = strategy
+        self.abstain_label = abstain_label
         self.time = np.full(n, np.nan) if time is None else np.asarray(time, float)
         self._check_consistent()
 
@@ -278,23 +303,28 @@ class Certificates:
             out[name] = value
         return out
 
+    def _meta(self):
+        return {
+            "noise": self.noise,
+            "strategy": self.strategy,
+            "abstain_label": self.abstain_label,
+        }
+
     def _replace(self, **changes):
         fields = self._fields()
         fields.update(changes)
-        return Certificates(noise=self.noise, strategy=self.strategy, **fields)
+        return Certificates(**self._meta(), **fields)
 
     def __getitem__(self, idx):
         rows = _as_rows(idx, len(self))
-        return Certificates(
-            noise=self.noise, strategy=self.strategy, **self._fields(rows)
-        )
+        return Certificates(**self._meta(), **self._fields(rows))
 
     def copy(self):
         """A deep copy."""
         fields = {
             k: (None if v is None else v.copy()) for k, v in self._fields().items()
         }
-        return Certificates(noise=self.noise, strategy=self.strategy, **fields)
+        return Certificates(**self._meta(), **fields)
 
     @classmethod
     def concatenate(cls, parts):
@@ -329,7 +359,8 @@ class Certificates:
         strategy = (
             first.strategy if all(p.strategy == first.strategy for p in parts) else ""
         )
-        return cls(noise=first.noise, strategy=strategy, **fields)
+        meta = {**first._meta(), "strategy": strategy}
+        return cls(**meta, **fields)
 
     def to_frame(self):
         """A :class:`pandas.DataFrame` with one row per input (needs pandas)."""

@@ -39,11 +39,22 @@ def test_gap_formulas_match_scipy():
 
 
 @pytest.mark.parametrize("name", sorted(NOISES))
-def test_soft_gap_equals_gap(name):
+def test_torch_and_soft_gaps_equal_gap(name):
     family = get_noise(name)
     p = np.array([0.55, 0.7, 0.95])
-    soft = family.soft_gap(torch.as_tensor(p)).numpy()
-    np.testing.assert_allclose(soft, family.gap(p), rtol=1e-10)
+    t = torch.as_tensor(p)
+    np.testing.assert_allclose(family.torch_gap(t).numpy(), family.gap(p), rtol=1e-10)
+    # with the runner-up at 1 - top, the soft gap is the certificate's gap
+    np.testing.assert_allclose(
+        family.soft_gap(t, 1 - t).numpy(), family.gap(p), rtol=1e-10
+    )
+
+
+def test_soft_gap_is_the_papers_two_probability_gap():
+    top, second = torch.tensor([0.7]), torch.tensor([0.2])
+    expected = 0.5 * (stats.norm.ppf(0.7) - stats.norm.ppf(0.2))
+    assert get_noise("gaussian").soft_gap(top, second).item() == pytest.approx(expected)
+    assert get_noise("uniform").soft_gap(top, second).item() == pytest.approx(0.5)
 
 
 def test_isotropic_radii_are_the_published_formulas():

@@ -2,6 +2,7 @@
 
 import copy
 import time
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..certify import (
     predict_from_counts,
 )
 from ..noise import NOISES, get_noise
-from ..regions import Certificates
+from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES, get_strategy
 from ..utils._sklearn_compat import (
     HasMethods,
@@ -34,6 +35,7 @@ from ..utils._sklearn_compat import (
     _fit_context,
     validate_data,
 )
+from ._memory import MemoryCertifier
 from ._networks import default_module_for
 from ._noisy_net import NoisyNeuralNetClassifier
 
@@ -81,10 +83,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         as ``module__<name>=value``, as in skorch. An instance is copied, never
         modified; with ``max_epochs=0`` it is used as given (pre-trained).
 
-    strategy : {'cohen', 'fixed'} or BaseStrategy, default='cohen'
+    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer'} or BaseStrategy, \
+            default='cohen'
         How the smoothing scale is chosen. ``'cohen'`` (alias ``'fixed'``) is
-        isotropic noise of standard deviation ``sigma`` for every input. An
-        instance's parameters are reachable as ``strategy__<name>``.
+        isotropic noise of standard deviation ``sigma`` for every input;
+        ``'isotropic_dd'`` optimises an isotropic scale per input (Alfarra et
+        al.), ``'ancer'`` a diagonal one (Eiras et al.). An instance's
+        parameters are reachable as ``strategy__<name>``. A strategy that
+        trains nothing can be changed after ``fit`` with ``set_params``: the
+        next ``certify`` uses it on the trained network.
 
     noise : {'gaussian', 'uniform', 'laplace'}, default='gaussian'
         Noise family: gaussian certifies l2 regions, uniform and laplace l1
@@ -108,8 +115,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         training batch size is skorch's ``iterator_train__batch_size``.
 
     memory : 'auto', None or MemoryCertifier, default='auto'
-        Memory-based certification for data-dependent strategies. Fixed
-        strategies such as ``'cohen'`` need none.
+        Memory-based certification for data-dependent strategies (those
+        choosing the smoothing per input), whose certificates are otherwise
+        not sound. ``'auto'`` keeps a :class:`MemoryCertifier` in ``memory_``
+        across calls (reset by ``fit``); an instance is used as given (its
+        state included); None opts out with a warning. Fixed strategies such
+        as ``'cohen'`` need none. ``predict`` of a data-dependent strategy is
+        the memory-based decision, and so also updates the memory.
 
     abstain_label : object, default=-1
         Label returned where the smoothed classifier abstains.
@@ -163,6 +175,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         The resolved noise family.
     strategy_ : BaseStrategy
         The resolved strategy (a fresh object or a clone of ``strategy``).
+    memory_ : MemoryCertifier
+        The memory of data-dependent certificates (after the first such
+        ``certify`` or ``predict``).
 
     See Also
     --------
@@ -337,6 +352,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 net.fit(X, y_index)
         _check_output_size(net, X[:1], len(classes))
 
+        # a new base network: certificates of the old one constrain nothing
+        self.__dict__.pop("memory_", None)
+        self.__dict__.pop("_memory_owner", None)
         self.classes_ = classes
         self.input_shape_ = input_shape
         self.noise_ = family
@@ -401,18 +419,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _labels(self, class_index):
         """Class labels for class indices, the abstain label where -1."""
         abstained = class_index < 0
-        if not abstained.any():
-            return self.classes_[class_index]
-        try:
-            dtype = np.result_type(self.classes_.dtype, np.asarray(self.abstain_label))
-            if dtype.kind in "US":  # numpy would turn -1 into the string '-1'
-                raise TypeError
-        except TypeError:
-            dtype = object
-        labels = np.empty(len(class_index), dtype=dtype)
-        labels[~abstained] = self.classes_[class_index[~abstained]]
-        labels[abstained] = self.abstain_label
-        return labels
+        labels = self.classes_[np.where(abstained, 0, class_index)]
+        return with_abstentions(labels, abstained, self.abstain_label)
 
     def _certification_strategy(self):
         """The strategy used at certification time.
@@ -508,11 +516,41 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                     noise=self.noise_,
                     class_index=top,
                     strategy=strategy.name,
+                    abstain_label=self.abstain_label,
                     time=np.full(len(top), seconds),
                     **scale,
                 )
             )
-        return Certificates.concatenate(parts)
+        certificates = Certificates.concatenate(parts)
+        memory = self._memory_for(strategy)
+        if memory is not None:
+            certificates = memory.transform(certificates)
+        return certificates
+
+    def _memory_for(self, strategy):
+        """The memory that makes ``strategy``'s certificates sound, or None.
+
+        One memory per (strategy, noise) of the fitted classifier: it persists
+        across calls, since every answer given must constrain later ones.
+        """
+        if not strategy.data_dependent:
+            return None
+        if self.memory is None:
+            warnings.warn(
+                f"strategy {strategy.name!r} chooses its smoothing per input; with "
+                "memory=None its certificates are not sound (an input's region may "
+                "overlap another's of a different class). Use memory='auto'.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return None
+        owner = (repr(strategy), self.noise_.name)
+        if getattr(self, "_memory_owner", None) != owner or not hasattr(
+            self, "memory_"
+        ):
+            self.memory_ = MemoryCertifier() if self.memory == "auto" else self.memory
+            self._memory_owner = owner
+        return self.memory_
 
     def _estimation_counts(self, X):
         X_flat = self._validate_X(X)
@@ -542,6 +580,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
+        if self._certification_strategy().data_dependent:
+            # one procedure for certification and inference (ANCER section 6):
+            # the memory-based decision
+            return self.certify(X).label
         return self._labels(predict_from_counts(self._estimation_counts(X), self.alpha))
 
     def predict_proba(self, X):

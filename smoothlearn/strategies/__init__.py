@@ -7,12 +7,26 @@ parameters (reachable as ``strategy__<param>`` from the estimator).
 from sklearn.base import clone
 
 from ._base import BaseStrategy
+from .ancer import ANCER
 from .cohen import Cohen
+from .isotropic_dd import IsotropicDD
 
-__all__ = ["BaseStrategy", "Cohen", "STRATEGIES", "get_strategy"]
+__all__ = [
+    "ANCER",
+    "BaseStrategy",
+    "Cohen",
+    "IsotropicDD",
+    "STRATEGIES",
+    "get_strategy",
+]
 
 #: Name -> strategy class. ``fixed`` is an alias of ``cohen``.
-STRATEGIES = {"cohen": Cohen, "fixed": Cohen}
+STRATEGIES = {
+    "cohen": Cohen,
+    "fixed": Cohen,
+    "isotropic_dd": IsotropicDD,
+    "ancer": ANCER,
+}
 
 
 def get_strategy(strategy):

@@ -1,0 +1,339 @@
+"""MemoryCertifier: memory-based certification for data-dependent smoothing."""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.neighbors import BallTree
+
+from ..geometry import (
+    Region,
+    contains_point,
+    ellipsoids_disjoint,
+    l1_distance_lower_bound,
+    l2_distance_to_ellipsoid,
+)
+from ..regions import Certificates, with_abstentions
+from ..utils._sklearn_compat import Interval
+
+__all__ = ["MemoryCertifier"]
+
+
+class _CentreIndex:
+    """Ball trees over memory centres, rebuilt logarithmically as entries arrive.
+
+    Entries go to a small unindexed buffer; a full buffer merges with the
+    trees of equal or smaller size into one new tree (the Bentley-Saxe
+    logarithmic method), so inserting N entries costs O(N log^2 N) and a query
+    visits O(log N) trees. Each tree remembers the largest circumradius it
+    holds: a query for a region of circumradius r around x asks each tree for
+    centres within ``r + that maximum``, then filters exactly.
+    """
+
+    def __init__(self, metric, buffer_size=64, leaf_size=32):
+        self.metric = metric
+        self.buffer_size = buffer_size
+        self.leaf_size = leaf_size
+        self.trees = []  # (BallTree, ids, max circumradius)
+        self.buffer = []  # entry ids
+
+    def add(self, entry_id, centres, radii):
+        self.buffer.append(entry_id)
+        if len(self.buffer) < self.buffer_size:
+            return
+        ids = list(self.buffer)
+        self.buffer = []
+        while self.trees and len(self.trees[-1][1]) <= len(ids):
+            ids = list(self.trees.pop()[1]) + ids
+        ids = np.array(sorted(ids))
+        tree = BallTree(centres[ids], leaf_size=self.leaf_size, metric=self.metric)
+        self.trees.append((tree, ids, float(radii[ids].max())))
+
+    def candidates(self, x, radius, centres, radii):
+        """Ids of entries whose circumscribed ball meets the ball (x, radius)."""
+        found = [np.asarray(self.buffer, dtype=np.intp)]
+        for tree, ids, max_radius in self.trees:
+            hits = tree.query_radius(x[None], r=radius + max_radius)[0]
+            found.append(ids[hits])
+        ids = np.concatenate(found)
+        if len(ids) == 0:
+            return ids
+        ord_ = 2 if self.metric == "euclidean" else 1
+        dist = np.linalg.norm(centres[ids] - x, ord=ord_, axis=1)
+        return np.sort(ids[dist <= radius + radii[ids]])
+
+
+class MemoryCertifier(TransformerMixin, BaseEstimator):
+    """Memory-based certification: makes data-dependent certificates sound.
+
+    A data-dependent smoothed classifier (one whose smoothing depends on the
+    input) certifies each input with its own smoothing distribution, so two
+    certificates of different labels may overlap. The memory (ANCER App. D,
+    Algorithm 1; general ellipsoids per RANCER section 3) processes
+    certificates in order; for each new one it
+
+    * abstains if its centre lies in a remembered region of another class;
+    * otherwise shrinks its region to the largest ball that avoids every
+      intersecting remembered region of another class (MaxIntersect by
+      circumscribed balls, Intersect by the convex K(t) test,
+      LargestOutSubset by projecting the centre onto that region);
+    * remembers the final region (an abstention is not remembered).
+
+    The order of processing is part of the state. ``transform`` is the
+    certification step itself and therefore updates the memory: every answer
+    given must be remembered for later answers to stay consistent with it.
+
+    Parameters
+    ----------
+    eps : float, default=1e-6
+        Margin subtracted from the distance to a region of another class when
+        shrinking to a ball.
+    index : bool, default=True
+        Find candidate regions with ball trees over the centres (pruned);
+        False compares against every entry (brute force, for benchmarks).
+
+    Attributes
+    ----------
+    n_entries_ : int
+        Regions remembered.
+    n_seen_ : int
+        Certificates processed.
+    n_abstained_ : int
+        Certificates turned into abstentions by the memory.
+    n_reduced_ : int
+        Certificates whose region the memory shrank.
+    n_candidates_ : int
+        Entries inspected by the exact tests, summed over all queries.
+    norm_, noise_, n_features_in_ : str, str, int
+        What the memory holds (fixed by its first certificates).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from smoothlearn import Certificates
+    >>> from smoothlearn.estimators import MemoryCertifier
+    >>> cert = Certificates(label=[0, 1], abstained=[False, False],
+    ...                     p_lower=[0.9, 0.9], gap=[1.0, 1.0],
+    ...                     center=[[0.0, 0.0], [1.5, 0.0]], scale=[1.0, 1.0],
+    ...                     noise="gaussian", class_index=[0, 1])
+    >>> out = MemoryCertifier().fit_transform(cert)
+    >>> out.reduced.tolist(), np.round(out.radius, 3).tolist()
+    ([False, True], [1.0, 0.5])
+    """
+
+    _parameter_constraints: dict = {
+        "eps": [Interval(numbers.Real, 0, None, closed="left")],
+        "index": ["boolean"],
+    }
+
+    def __init__(self, eps=1e-6, index=True):
+        self.eps = eps
+        self.index = index
+
+    # --------------------------------------------------------------- state
+    def reset(self):
+        """Forget every remembered region."""
+        for name in (
+            "n_entries_",
+            "n_seen_",
+            "n_abstained_",
+            "n_reduced_",
+            "n_candidates_",
+            "norm_",
+            "noise_",
+            "n_features_in_",
+            "_centres",
+            "_radii",
+            "_labels",
+            "_regions",
+            "_index",
+        ):
+            self.__dict__.pop(name, None)
+        return self
+
+    _reset = reset
+
+    def _initialise(self, certificates):
+        d = certificates.n_features
+        self.norm_ = certificates.norm
+        self.noise_ = certificates.noise
+        self.n_features_in_ = d
+        self.n_entries_ = self.n_seen_ = self.n_abstained_ = self.n_reduced_ = 0
+        self.n_candidates_ = 0
+        self._centres = np.zeros((0, d))
+        self._radii = np.zeros(0)
+        self._labels = []
+        self._regions = []
+        metric = "euclidean" if self.norm_ == "l2" else "manhattan"
+        self._index = _CentreIndex(metric)
+
+    def _check(self, certificates):
+        if not isinstance(certificates, Certificates):
+            raise TypeError(
+                "MemoryCertifier takes smoothlearn Certificates; got "
+                f"{type(certificates).__name__}."
+            )
+        self._validate_params()
+        if not hasattr(self, "n_entries_"):
+            return
+        if certificates.n_features != self.n_features_in_:
+            raise ValueError(
+                f"certificates have {certificates.n_features} features; the memory "
+                f"holds regions of {self.n_features_in_}."
+            )
+        if certificates.noise != self.noise_:
+            raise ValueError(
+                f"certificates of the {certificates.noise} family cannot join a memory "
+                f"of {self.noise_} certificates."
+            )
+
+    # ------------------------------------------------------------ regions
+    @staticmethod
+    def _region(certificates, i, rho):
+        return Region(
+            center=certificates.center[i].astype(np.float64),
+            rho=rho,
+            scale=certificates.scale[i],
+            norm=certificates.norm,
+            basis=None if certificates.basis is None else certificates.basis[i],
+            scale_rest=(
+                None if certificates.scale_rest is None else certificates.scale_rest[i]
+            ),
+        )
+
+    def _store(self, region, label):
+        entry = len(self._regions)
+        self._regions.append(region)
+        self._labels.append(label)
+        self._centres = np.vstack([self._centres, region.center[None]])
+        self._radii = np.append(self._radii, region.circumradius)
+        self.n_entries_ = entry + 1
+        if self.index:
+            self._index.add(entry, self._centres, self._radii)
+
+    def _candidates(self, region):
+        if not self.index:
+            return np.arange(len(self._regions))
+        return self._index.candidates(
+            region.center, region.circumradius, self._centres, self._radii
+        )
+
+    def _distance(self, region, point):
+        if region.norm == "l2":
+            return l2_distance_to_ellipsoid(region, point)
+        return l1_distance_lower_bound(region, point)
+
+    def _certify_one(self, region, label):
+        """Algorithm 1 for one region: ``(region or None, reduced)``."""
+        reduced = False
+        ord_ = 2 if region.norm == "l2" else 1
+        candidates = self._candidates(region)
+        self.n_candidates_ += len(candidates)
+        for j in candidates:
+            if self._labels[j] == label:
+                continue
+            other = self._regions[j]
+            if contains_point(other, region.center):
+                return None, reduced
+            # MaxIntersect: circumscribed balls (the index has filtered most)
+            gap = np.linalg.norm(region.center - other.center, ord=ord_)
+            if gap > region.circumradius + other.circumradius:
+                continue
+            if ellipsoids_disjoint(region, other):
+                continue
+            radius = min(
+                self._distance(other, region.center) - self.eps, region.inradius
+            )
+            if radius <= 0:
+                return None, reduced
+            region = region.ball(radius)
+            reduced = True
+        return region, reduced
+
+    def _process(self, certificates):
+        abstained = certificates.abstained.copy()
+        reduced = certificates.reduced.copy()
+        scale = certificates.scale.copy()
+        rest = (
+            None if certificates.scale_rest is None else certificates.scale_rest.copy()
+        )
+        label = certificates.label.copy()
+        class_index = certificates.class_index.copy()
+        gap = certificates.gap.copy()
+        for i in range(len(certificates)):
+            self.n_seen_ += 1
+            if certificates.abstained[i]:
+                continue
+            region, shrunk = self._certify_one(
+                self._region(certificates, i, certificates.c * certificates.gap[i]),
+                certificates.label[i],
+            )
+            if region is None:
+                abstained[i], gap[i], class_index[i] = True, 0.0, -1
+                self.n_abstained_ += 1
+                continue
+            if shrunk:
+                # a ball: the isotropic scale s in whichever form the rows use
+                reduced[i] = True
+                scale[i] = region.scale
+                if rest is not None:
+                    rest[i] = region.scale
+                self.n_reduced_ += 1
+            self._store(region, certificates.label[i])
+        label = with_abstentions(label, abstained, certificates.abstain_label)
+        return certificates._replace(
+            abstained=abstained,
+            reduced=reduced,
+            scale=scale,
+            scale_rest=rest,
+            label=label,
+            class_index=class_index,
+            gap=gap,
+        )
+
+    # ------------------------------------------------------------ sklearn API
+    def partial_fit(self, certificates, y=None):
+        """Memory-certify ``certificates`` in order and remember them.
+
+        Parameters
+        ----------
+        certificates : Certificates
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self.transform(certificates)
+        return self
+
+    def fit(self, certificates, y=None):
+        """``reset`` then ``partial_fit``."""
+        return self.reset().partial_fit(certificates)
+
+    def transform(self, certificates):
+        """Memory-certify ``certificates`` in order (remembering each answer).
+
+        Parameters
+        ----------
+        certificates : Certificates
+
+        Returns
+        -------
+        Certificates
+            The same certificates with regions shrunk (``reduced``) or turned
+            into abstentions where they conflicted with the memory.
+        """
+        self._check(certificates)
+        if not hasattr(self, "n_entries_"):
+            self._initialise(certificates)
+        return self._process(certificates)
+
+    def fit_transform(self, certificates, y=None):
+        """``reset`` then ``transform``."""
+        return self.reset().transform(certificates)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False
+        return tags

@@ -1,0 +1,42 @@
+"""The soft smoothed classifier that data-dependent strategies optimise.
+
+``E_z[softmax f(x + S z)]`` estimated on the optimisation bank's draws, with
+the reparameterisation ``x + S z`` so gradients reach ``S``. Its top two
+probabilities, clamped away from 0 and 1, give a differentiable gap (the
+family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
+"""
+
+
+__all__ = ["soft_gap", "optimisation_draws"]
+
+
+def optimisation_draws(bank, iteration, n_samples, offset, device):
+    """The draws of one optimisation step: bank rows for ``iteration``."""
+    start = offset + iteration * n_samples
+    return bank.rows(start, start + n_samples).to(device)
+
+
+def soft_gap(network, X_t, perturb, z, family, clip):
+    """Differentiable gap of the soft smoothed classifier at each input.
+
+    Parameters
+    ----------
+    network : BaseNetwork
+    X_t : torch.Tensor of shape (m, d)
+    perturb : callable
+        ``perturb(z)`` -> ``S_i z`` of shape (m, n_samples, d) (differentiable
+        in the scale being optimised).
+    z : torch.Tensor of shape (n_samples, d)
+    family : NoiseFamily
+    clip : float
+        Probabilities are clamped to ``[clip, 1 - clip]``.
+
+    Returns
+    -------
+    torch.Tensor of shape (m,)
+    """
+    m, d = X_t.shape
+    noisy = X_t[:, None, :] + perturb(z)
+    probs = network.probabilities(noisy.reshape(-1, d)).reshape(m, len(z), -1)
+    top2 = probs.mean(dim=1).topk(2, dim=1).values.clamp(clip, 1.0 - clip)
+    return family.soft_gap(top2[:, 0], top2[:, 1])

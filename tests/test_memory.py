@@ -1,0 +1,198 @@
+import pickle
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from scipy.stats import ortho_group
+
+from smoothlearn import Certificates, MemoryCertifier
+from smoothlearn.geometry import Region, ellipsoids_disjoint
+
+from .test_geometry import _brute_min_max
+
+
+def _random_certificates(rng, n, d, kind="diagonal", noise="gaussian", spread=2.0):
+    center = rng.uniform(0, spread, size=(n, d))
+    gap = rng.uniform(0.2, 1.5, n)
+    extra = {}
+    if kind == "isotropic":
+        scale = rng.uniform(0.2, 0.8, n)
+    elif kind == "diagonal":
+        scale = rng.uniform(0.1, 0.9, size=(n, d))
+    else:
+        k = 2
+        extra["basis"] = np.stack(
+            [ortho_group.rvs(d, random_state=rng)[:, :k] for _ in range(n)]
+        )
+        scale = rng.uniform(0.1, 0.9, size=(n, k))
+        extra["scale_rest"] = rng.uniform(0.1, 0.9, n)
+    label = rng.randint(0, 3, n)
+    return Certificates(
+        label=label,
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.9),
+        gap=gap,
+        center=center,
+        scale=scale,
+        noise=noise,
+        class_index=label,
+        **extra,
+    )
+
+
+def _region(cert, i):
+    return MemoryCertifier._region(cert, i, cert.c * cert.gap[i])
+
+
+def _l1_regions_meet(a, b):
+    """Exact LP: some x with ||(x - a)/t_a||_1 <= 1 and ||(x - b)/t_b||_1 <= 1?"""
+    d = a.d
+    ta = np.broadcast_to(a.semi_axes(), (d,))
+    tb = np.broadcast_to(b.semi_axes(), (d,))
+    # variables x (d), u (d) >= |x - a|, v (d) >= |x - b|
+    eye, zero = np.eye(d), np.zeros((d, d))
+    A = np.block(
+        [
+            [eye, -eye, zero],
+            [-eye, -eye, zero],
+            [eye, zero, -eye],
+            [-eye, zero, -eye],
+            [np.zeros((1, d)), 1 / ta[None], np.zeros((1, d))],
+            [np.zeros((1, d)), np.zeros((1, d)), 1 / tb[None]],
+        ]
+    )
+    rhs = np.concatenate([a.center, -a.center, b.center, -b.center, [1.0, 1.0]])
+    res = linprog(np.zeros(3 * d), A_ub=A, b_ub=rhs, bounds=[(None, None)] * (3 * d))
+    return res.status == 0
+
+
+@pytest.mark.parametrize("kind", ["isotropic", "diagonal", "rotated"])
+def test_no_two_regions_of_different_labels_meet_after_memory(kind):
+    rng = np.random.RandomState(0)
+    cert = _random_certificates(rng, 40, 3, kind)
+    before = sum(
+        not ellipsoids_disjoint(_region(cert, i), _region(cert, j))
+        for i in range(40)
+        for j in range(i)
+        if cert.label[i] != cert.label[j]
+    )
+    assert before > 20  # the input really overlaps
+    out = MemoryCertifier().fit_transform(cert)
+    assert out.reduced.any() and out.abstained.any()
+    kept = np.flatnonzero(~out.abstained)
+    for i in kept:
+        for j in kept:
+            if j >= i or out.label[i] == out.label[j]:
+                continue
+            a, b = _region(out, i), _region(out, j)
+            assert out.contains(i, out.center[j] - out.center[i]) is False
+            assert out.contains(j, out.center[i] - out.center[j]) is False
+            assert _brute_min_max(a, b) > 1.0 - 1e-7
+    # reduced regions are balls no larger than the original inscribed ball
+    red = out.reduced
+    assert (out.radius[red] <= cert.radius[red] + 1e-12).all()
+    np.testing.assert_allclose(out.radius[red], out.proxy_radius[red])
+
+
+def test_l1_memory_leaves_no_cross_polytopes_of_different_labels_meeting():
+    rng = np.random.RandomState(1)
+    cert = _random_certificates(rng, 30, 3, "diagonal", noise="uniform")
+    out = MemoryCertifier().fit_transform(cert)
+    assert out.norm == "l1" and out.reduced.any()
+    kept = np.flatnonzero(~out.abstained)
+    for i in kept:
+        for j in kept:
+            if j < i and out.label[i] != out.label[j]:
+                assert not _l1_regions_meet(_region(out, i), _region(out, j))
+
+
+def test_same_label_regions_are_left_alone():
+    rng = np.random.RandomState(2)
+    cert = _random_certificates(rng, 20, 3)
+    cert.label[:] = 1
+    out = MemoryCertifier().fit_transform(cert)
+    assert not out.reduced.any() and not out.abstained.any()
+    np.testing.assert_array_equal(out.radius, cert.radius)
+
+
+def test_index_gives_the_brute_force_answers_with_fewer_candidates():
+    rng = np.random.RandomState(3)
+    cert = _random_certificates(rng, 400, 4, spread=30.0)
+    pruned, brute = MemoryCertifier(), MemoryCertifier(index=False)
+    a, b = pruned.fit_transform(cert), brute.fit_transform(cert)
+    np.testing.assert_array_equal(a.abstained, b.abstained)
+    np.testing.assert_array_equal(a.reduced, b.reduced)
+    np.testing.assert_allclose(a.radius, b.radius)
+    assert pruned.n_candidates_ < brute.n_candidates_ / 5
+
+
+def test_state_survives_pickling_and_order_matters():
+    rng = np.random.RandomState(4)
+    cert = _random_certificates(rng, 60, 3)
+    straight = MemoryCertifier()
+    first_half = straight.transform(cert[:30])
+    restored = pickle.loads(pickle.dumps(straight))
+    assert restored.n_entries_ == straight.n_entries_
+    a, b = straight.transform(cert[30:]), restored.transform(cert[30:])
+    np.testing.assert_array_equal(a.radius, b.radius)
+    np.testing.assert_array_equal(a.abstained, b.abstained)
+    whole = MemoryCertifier().fit_transform(cert)
+    np.testing.assert_array_equal(
+        Certificates.concatenate([first_half, a]).radius, whole.radius
+    )
+    reversed_ = MemoryCertifier().fit_transform(cert[::-1])
+    assert not np.array_equal(reversed_.radius[::-1], whole.radius)
+    assert straight.n_seen_ == 60
+    assert straight.n_abstained_ == int(whole.abstained.sum())
+    assert straight.n_reduced_ == int(whole.reduced.sum())
+
+
+def test_bad_input_raises_and_leaves_the_memory_unchanged():
+    rng = np.random.RandomState(5)
+    memory = MemoryCertifier()
+    memory.transform(_random_certificates(rng, 10, 3))
+    state = pickle.dumps(memory)
+    with pytest.raises(ValueError, match="features"):
+        memory.transform(_random_certificates(rng, 5, 4))
+    with pytest.raises(ValueError, match="family"):
+        memory.transform(_random_certificates(rng, 5, 3, noise="uniform"))
+    with pytest.raises(TypeError, match="Certificates"):
+        memory.transform(np.zeros((3, 3)))
+    assert pickle.dumps(memory) == state
+    memory.reset()
+    assert not hasattr(memory, "n_entries_")
+
+
+def test_a_centre_inside_another_label_region_abstains():
+    cert = Certificates(
+        label=[0, 1],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[1.0, 1.0],
+        center=[[0.0, 0.0], [0.5, 0.0]],
+        scale=[1.0, 0.1],
+        noise="gaussian",
+        class_index=[0, 1],
+        abstain_label="none",
+    )
+    out = MemoryCertifier().fit_transform(cert)
+    assert out.abstained.tolist() == [False, True]
+    assert out.label[1] == "none" and out.radius[1] == 0.0
+
+
+def test_reduced_ball_touches_but_does_not_enter_the_other_region():
+    first = Region(np.zeros(2), 1.0, np.array([2.0, 0.5]))
+    cert = Certificates(
+        label=[0, 1],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[1.0, 1.0],
+        center=[[0.0, 0.0], [0.0, 1.5]],
+        scale=[[2.0, 0.5], [3.0, 3.0]],
+        noise="gaussian",
+        class_index=[0, 1],
+    )
+    out = MemoryCertifier(eps=1e-9).fit_transform(cert)
+    # nearest point of the first ellipse to (0, 1.5) is (0, 0.5): distance 1
+    assert out.reduced[1] and out.radius[1] == pytest.approx(1.0, abs=1e-6)
+    assert first.semi_axes()[1] == 0.5
