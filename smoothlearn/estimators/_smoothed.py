@@ -580,6 +580,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
+        check_is_fitted(self)
         if self._certification_strategy().data_dependent:
             # one procedure for certification and inference (ANCER section 6):
             # the memory-based decision
