@@ -544,7 +544,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=3,
             )
             return None
-        owner = (repr(strategy), self.noise_.name)
+        owner = (repr(strategy), self.noise_.name, id(self.memory))
         if getattr(self, "_memory_owner", None) != owner or not hasattr(
             self, "memory_"
         ):

@@ -1,0 +1,159 @@
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+
+from smoothlearn import MemoryCertifier, SmoothedClassifier
+from smoothlearn.metrics import certified_accuracy_scorer
+from smoothlearn.strategies import ANCER, IsotropicDD
+
+from .conftest import linear_module
+
+FAST_ISO = {"n_iter": 30, "n_samples": 64}
+
+
+def _fast(strategy):
+    if strategy == "isotropic_dd":
+        return IsotropicDD(**FAST_ISO)
+    return ANCER(n_iter=20, n_samples=64, isotropic=IsotropicDD(**FAST_ISO))
+
+
+def _linear_classifier(w, b, noise, strategy, memory="auto"):
+    X = np.zeros((2, len(w)), dtype=np.float32)
+    return SmoothedClassifier(
+        linear_module(w, b),
+        strategy=strategy,
+        noise=noise,
+        sigma=0.3,
+        max_epochs=0,
+        n=20_000,
+        batch_size=20_000,
+        random_state=0,
+        memory=memory,
+    ).fit(X, [0, 1])
+
+
+@pytest.mark.parametrize("strategy", ["isotropic_dd", "ancer"])
+@pytest.mark.parametrize("noise", ["gaussian", "uniform"])
+def test_every_per_input_region_is_sound_on_a_linear_classifier(strategy, noise):
+    rng = np.random.RandomState(0)
+    d = 5
+    w = rng.randn(d)
+    b = 0.2
+    X = rng.randn(24, d).astype(np.float32)
+    clf = _linear_classifier(w, b, noise, _fast(strategy), memory=None)
+    with pytest.warns(UserWarning, match="not sound"):
+        cert = clf.certify(X)
+    margin = np.abs(X @ w + b)  # |w.x + b|
+    ok = ~cert.abstained
+    assert ok.mean() > 0.8
+    np.testing.assert_array_equal(cert.label[ok], (X @ w + b > 0)[ok].astype(int))
+    rho = cert.c * cert.gap
+    if noise == "gaussian":  # ellipsoid reach along w: rho ||S w||_2
+        reach = rho * np.linalg.norm(
+            np.broadcast_to(cert.scale.T, (d, 24)).T * w, axis=1
+        )
+    else:  # cross-polytope reach along w: rho max_i |w_i| s_i
+        reach = rho * np.max(
+            np.abs(w) * np.broadcast_to(cert.scale.T, (d, 24)).T, axis=1
+        )
+    assert (reach[ok] <= margin[ok]).all()
+    if strategy == "ancer":
+        assert cert.kind == "diagonal"
+        assert (cert.proxy_radius >= cert.radius - 1e-12).all()
+
+
+def test_ancer_stays_above_the_isotropic_solution_and_starts_from_it():
+    rng = np.random.RandomState(1)
+    w = rng.randn(6)
+    X = rng.randn(10, 6).astype(np.float32)
+    iso = _linear_classifier(w, 0.0, "gaussian", _fast("isotropic_dd"), memory=None)
+    anc = _linear_classifier(w, 0.0, "gaussian", _fast("ancer"), memory=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        sigma_iso = iso.certify(X).scale
+        theta = anc.certify(X).scale
+    # the same key and bank: ANCER's start is exactly this isotropic solution
+    assert (theta >= sigma_iso[:, None] * (1 - 1e-6)).all()
+    assert (theta.max(axis=1) > sigma_iso * 1.01).any()
+
+
+def test_isotropic_dd_grows_sigma_far_from_the_boundary():
+    w = np.array([1.0, 0.0])
+    X = np.array([[3.0, 0.0], [0.05, 0.0]], dtype=np.float32)
+    clf = _linear_classifier(w, 0.0, "gaussian", IsotropicDD(n_iter=50), memory=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cert = clf.certify(X)
+    assert cert.scale[0] > 0.6 and cert.scale[0] > cert.scale[1]
+
+
+def test_memory_is_applied_by_default_and_persists(digits):
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy=_fast("isotropic_dd"),
+        sigma=0.5,
+        n=500,
+        n0=50,
+        max_epochs=5,
+        module__hidden_units=(32,),
+        random_state=0,
+    ).fit(X[:300], y[:300])
+    first = clf.certify(X[300:340])
+    assert isinstance(clf.memory_, MemoryCertifier)
+    assert clf.memory_.n_seen_ == 40
+    clf.certify(X[340:360])
+    assert clf.memory_.n_seen_ == 60  # the memory persists across calls
+    assert clf.memory_.n_entries_ >= int((~first.abstained).sum())
+    pred = clf.predict(X[360:370])
+    assert clf.memory_.n_seen_ == 70  # predict is the memory-based decision
+    assert set(np.unique(pred)) <= set(clf.classes_) | {-1}
+    # a user's memory is used as given
+    mine = MemoryCertifier()
+    clf.set_params(memory=mine).certify(X[370:380])
+    assert clf.memory_ is mine and mine.n_seen_ == 10
+    # fit starts a fresh memory
+    clf.set_params(memory="auto").fit(X[:300], y[:300])
+    assert not hasattr(clf, "memory_")
+
+
+def test_strategy_parameters_are_tunable(digits):
+    X, y = digits
+    base = SmoothedClassifier(
+        strategy=_fast("ancer"),
+        sigma=0.25,
+        n=300,
+        n0=30,
+        max_epochs=5,
+        module__hidden_units=(32,),
+        random_state=0,
+        lr=0.01,
+    )
+    assert base.get_params()["strategy__kappa"] == 2.0
+    base.set_params(strategy__isotropic__n_iter=5)
+    assert base.strategy.isotropic.n_iter == 5
+    search = GridSearchCV(
+        base,
+        {"strategy__kappa": [0.5, 4.0]},
+        cv=2,
+        scoring=certified_accuracy_scorer(radius=0.1),
+    ).fit(X[:120], y[:120])
+    assert search.best_params_["strategy__kappa"] in (0.5, 4.0)
+
+
+def test_image_inputs_work_with_data_dependent_strategies(digits):
+    X, y = digits
+    X = X.reshape(-1, 1, 8, 8)
+    clf = SmoothedClassifier(
+        strategy=_fast("ancer"), n=300, n0=30, max_epochs=3, random_state=0
+    ).fit(X[:200], y[:200])
+    cert = clf.certify(X[200:206])
+    assert cert.scale.shape == (6, 64)
+
+
+def test_l1_strategies_reject_unsupported_families():
+    with pytest.raises(ValueError, match="noise"):
+        SmoothedClassifier(strategy="ancer", noise="cauchy").fit(
+            np.zeros((4, 2)), [0, 1, 0, 1]
+        )
