@@ -160,8 +160,9 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         self.n_features_in_ = d
         self.n_entries_ = self.n_seen_ = self.n_abstained_ = self.n_reduced_ = 0
         self.n_candidates_ = 0
-        self._centres = np.zeros((0, d))
-        self._radii = np.zeros(0)
+        # grown by doubling; rows past n_entries_ are unused
+        self._centres = np.zeros((16, d))
+        self._radii = np.zeros(16)
         self._labels = []
         self._regions = []
         metric = "euclidean" if self.norm_ == "l2" else "manhattan"
@@ -205,18 +206,26 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         entry = len(self._regions)
         self._regions.append(region)
         self._labels.append(label)
-        self._centres = np.vstack([self._centres, region.center[None]])
-        self._radii = np.append(self._radii, region.circumradius)
+        if entry == len(self._radii):
+            self._centres = np.concatenate([self._centres, np.zeros_like(self._centres)])
+            self._radii = np.concatenate([self._radii, np.zeros_like(self._radii)])
+        self._centres[entry] = region.center
+        self._radii[entry] = region.circumradius
         self.n_entries_ = entry + 1
         if self.index:
             self._index.add(entry, self._centres, self._radii)
 
     def _candidates(self, region):
-        if not self.index:
-            return np.arange(len(self._regions))
-        return self._index.candidates(
-            region.center, region.circumradius, self._centres, self._radii
-        )
+        """Entries whose circumscribed ball meets the region's (MaxIntersect)."""
+        if self.index:
+            return self._index.candidates(
+                region.center, region.circumradius, self._centres, self._radii
+            )
+        # brute force: a linear scan over every entry
+        n = self.n_entries_
+        ord_ = 2 if region.norm == "l2" else 1
+        dist = np.linalg.norm(self._centres[:n] - region.center, ord=ord_, axis=1)
+        return np.flatnonzero(dist <= region.circumradius + self._radii[:n])
 
     def _distance(self, region, point):
         if region.norm == "l2":
@@ -235,7 +244,8 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             other = self._regions[j]
             if contains_point(other, region.center):
                 return None, reduced
-            # MaxIntersect: circumscribed balls (the index has filtered most)
+            # candidates met the region's circumscribed ball before any shrinking;
+            # MaxIntersect again for the (smaller) current region
             gap = np.linalg.norm(region.center - other.center, ord=ord_)
             if gap > region.circumradius + other.circumradius:
                 continue

@@ -1,0 +1,90 @@
+"""MemoryCertifier query time: ball-tree index against a brute-force scan.
+
+Builds one memory of up to --size certificates (64 dimensions, diagonal
+ellipsoids around clustered centres of intrinsic dimension 8, ten labels),
+and at each checkpoint times --queries memory-certification queries (without
+storing them) with the index and with a linear scan over every entry, on the
+same stored regions. Both answer identically (checked); the index should grow
+sublinearly.
+
+    python benchmarks/bench_memory.py [--size 100000] [--queries 200]
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from smoothlearn import Certificates, MemoryCertifier
+
+
+def certificates(rng, n, d, means, basis):
+    label = rng.randint(0, len(means), n)
+    center = (
+        means[label] + rng.randn(n, basis.shape[0]) @ basis + 0.05 * rng.randn(n, d)
+    )
+    return Certificates(
+        label=label,
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.99),
+        gap=rng.uniform(0.5, 2.0, n),
+        center=center,
+        scale=rng.uniform(0.05, 0.3, size=(n, d)),
+        noise="gaussian",
+        class_index=label,
+    )
+
+
+def time_queries(memory, queries):
+    start = time.perf_counter()
+    answers = []
+    before = memory.n_candidates_
+    for i in range(len(queries)):
+        region = memory._region(queries, i, queries.c * queries.gap[i])
+        out, reduced = memory._certify_one(region, queries.label[i])
+        answers.append((out is None, reduced, None if out is None else out.inradius))
+    seconds = (time.perf_counter() - start) / len(queries)
+    return seconds, answers, (memory.n_candidates_ - before) / len(queries)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dim", type=int, default=64)
+    args = parser.parse_args()
+    rng = np.random.RandomState(0)
+    d = args.dim
+    means = rng.rand(10, d) * 2
+    basis = rng.randn(8, d) * 0.15
+    memory = MemoryCertifier()
+    queries = certificates(np.random.RandomState(1), args.queries, d, means, basis)
+    checkpoints = [
+        c for c in (1_000, 3_000, 10_000, 30_000, 100_000, 300_000) if c <= args.size
+    ]
+    print(
+        f"{'entries':>8} {'index ms/query':>15} {'scan ms/query':>14} {'candidates':>11} {'scan/index':>11}"
+    )
+    built = 0
+    build_start = time.perf_counter()
+    for target in checkpoints:
+        memory.transform(certificates(rng, target - built, d, means, basis))
+        built = target
+        memory.index = True
+        t_index, a_index, cand = time_queries(memory, queries)
+        memory.index = False
+        t_scan, a_scan, _ = time_queries(memory, queries)
+        memory.index = True
+        assert a_index == a_scan, "index and scan disagree"
+        print(
+            f"{memory.n_entries_:>8} {1e3 * t_index:>15.3f} {1e3 * t_scan:>14.3f} "
+            f"{cand:>11.1f} {t_scan / t_index:>10.1f}x"
+        )
+    print(
+        f"built {memory.n_entries_} entries in {time.perf_counter() - build_start:.1f} s "
+        f"({memory.n_reduced_} reduced, {memory.n_abstained_} abstained)"
+    )
+
+
+if __name__ == "__main__":
+    main()
