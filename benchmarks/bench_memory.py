@@ -38,13 +38,13 @@ def certificates(rng, n, d, means, basis):
 def time_queries(memory, queries):
     start = time.perf_counter()
     answers = []
-    before = memory.n_candidates_
+    before = memory.n_inspected_
     for i in range(len(queries)):
         region = memory._region(queries, i, queries.c * queries.gap[i])
         out, reduced = memory._certify_one(region, queries.label[i])
         answers.append((out is None, reduced, None if out is None else out.inradius))
     seconds = (time.perf_counter() - start) / len(queries)
-    return seconds, answers, (memory.n_candidates_ - before) / len(queries)
+    return seconds, answers, (memory.n_inspected_ - before) / len(queries)
 
 
 def main():
@@ -63,7 +63,7 @@ def main():
         c for c in (1_000, 3_000, 10_000, 30_000, 100_000, 300_000) if c <= args.size
     ]
     print(
-        f"{'entries':>8} {'index ms/query':>15} {'scan ms/query':>14} {'candidates':>11} {'scan/index':>11}"
+        f"{'entries':>8} {'index ms/query':>15} {'scan ms/query':>14} {'inspected':>11} {'scan/index':>11}"
     )
     built = 0
     build_start = time.perf_counter()

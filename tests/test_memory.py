@@ -123,7 +123,7 @@ def test_index_gives_the_brute_force_answers_with_fewer_candidates():
     np.testing.assert_array_equal(a.abstained, b.abstained)
     np.testing.assert_array_equal(a.reduced, b.reduced)
     np.testing.assert_allclose(a.radius, b.radius)
-    assert pruned.n_candidates_ < brute.n_candidates_ / 5
+    assert pruned.n_inspected_ < brute.n_inspected_ / 5
 
 
 def test_state_survives_pickling_and_order_matters():

@@ -50,17 +50,20 @@ class _CentreIndex:
         self.trees.append((tree, ids, float(radii[ids].max())))
 
     def candidates(self, x, radius, centres, radii):
-        """Ids of entries whose circumscribed ball meets the ball (x, radius)."""
+        """Ids of entries whose circumscribed ball meets the ball (x, radius).
+
+        Also returns how many entries were inspected (distance computed).
+        """
         found = [np.asarray(self.buffer, dtype=np.intp)]
         for tree, ids, max_radius in self.trees:
             hits = tree.query_radius(x[None], r=radius + max_radius)[0]
             found.append(ids[hits])
         ids = np.concatenate(found)
         if len(ids) == 0:
-            return ids
+            return ids, 0
         ord_ = 2 if self.metric == "euclidean" else 1
         dist = np.linalg.norm(centres[ids] - x, ord=ord_, axis=1)
-        return np.sort(ids[dist <= radius + radii[ids]])
+        return np.sort(ids[dist <= radius + radii[ids]]), len(ids)
 
 
 class MemoryCertifier(TransformerMixin, BaseEstimator):
@@ -102,8 +105,9 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         Certificates turned into abstentions by the memory.
     n_reduced_ : int
         Certificates whose region the memory shrank.
-    n_candidates_ : int
-        Entries inspected by the exact tests, summed over all queries.
+    n_inspected_ : int
+        Memory entries whose centre a query looked at, summed over queries
+        (all entries for a linear scan; far fewer with the index).
     norm_, noise_, n_features_in_ : str, str, int
         What the memory holds (fixed by its first certificates).
 
@@ -138,7 +142,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             "n_seen_",
             "n_abstained_",
             "n_reduced_",
-            "n_candidates_",
+            "n_inspected_",
             "norm_",
             "noise_",
             "n_features_in_",
@@ -159,7 +163,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         self.noise_ = certificates.noise
         self.n_features_in_ = d
         self.n_entries_ = self.n_seen_ = self.n_abstained_ = self.n_reduced_ = 0
-        self.n_candidates_ = 0
+        self.n_inspected_ = 0
         # grown by doubling; rows past n_entries_ are unused
         self._centres = np.zeros((16, d))
         self._radii = np.zeros(16)
@@ -218,11 +222,14 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     def _candidates(self, region):
         """Entries whose circumscribed ball meets the region's (MaxIntersect)."""
         if self.index:
-            return self._index.candidates(
+            ids, inspected = self._index.candidates(
                 region.center, region.circumradius, self._centres, self._radii
             )
+            self.n_inspected_ += inspected
+            return ids
         # brute force: a linear scan over every entry
         n = self.n_entries_
+        self.n_inspected_ += n
         ord_ = 2 if region.norm == "l2" else 1
         dist = np.linalg.norm(self._centres[:n] - region.center, ord=ord_, axis=1)
         return np.flatnonzero(dist <= region.circumradius + self._radii[:n])
@@ -236,9 +243,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         """Algorithm 1 for one region: ``(region or None, reduced)``."""
         reduced = False
         ord_ = 2 if region.norm == "l2" else 1
-        candidates = self._candidates(region)
-        self.n_candidates_ += len(candidates)
-        for j in candidates:
+        for j in self._candidates(region):
             if self._labels[j] == label:
                 continue
             other = self._regions[j]
