@@ -167,7 +167,8 @@ def build_parser():
         description="Certify the same trained network with several strategies and "
         "print the paper-style table (certified accuracy at radii, ACR, ACR~).",
     )
-    distinct = sorted({cls.__name__: name for name, cls in STRATEGIES.items()}.values())
+    # canonical names only (aliases such as 'fixed' dropped), in registry order
+    distinct = [name for name, cls in STRATEGIES.items() if cls().name == name]
     _add_common(compare, distinct)
     return parser
 
