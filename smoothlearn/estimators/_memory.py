@@ -211,7 +211,9 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         self._regions.append(region)
         self._labels.append(label)
         if entry == len(self._radii):
-            self._centres = np.concatenate([self._centres, np.zeros_like(self._centres)])
+            self._centres = np.concatenate(
+                [self._centres, np.zeros_like(self._centres)]
+            )
             self._radii = np.concatenate([self._radii, np.zeros_like(self._radii)])
         self._centres[entry] = region.center
         self._radii[entry] = region.circumradius

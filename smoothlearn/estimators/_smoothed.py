@@ -7,6 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
@@ -14,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
+from .._checkpoint import CertifyLog, network_digest
 from ..certify import (
     ESTIMATION,
     OPTIMISATION,
@@ -132,11 +134,18 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         entropy: where inputs may be chosen adversarially never use a published
         seed (whoever picks the inputs could search for lucky noise).
 
+    n_jobs : int, default=None
+        Workers certifying blocks of inputs in parallel through joblib (None:
+        one, -1: all cores). Results do not depend on it. Any joblib backend
+        works, e.g. a dask cluster with
+        ``joblib.parallel_config(backend="dask")``.
+
     device : str or torch.device, default='cpu'
         Where the network runs (e.g. ``'cuda'``), as in skorch.
 
     verbose : int, default=0
-        Passed to skorch (training log).
+        Passed to skorch (training log); from 1, ``certify`` shows a progress
+        bar over inputs.
 
     max_epochs : int, default=20
         Training epochs. 0 leaves the module's weights as given.
@@ -217,6 +226,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ],
         "abstain_label": "no_validation",
         "random_state": ["random_state"],
+        "n_jobs": [None, Integral],
         "device": [str, torch.device],
         "verbose": ["verbose"],
         "max_epochs": [Interval(Integral, 0, None, closed="left")],
@@ -241,6 +251,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         memory="auto",
         abstain_label=-1,
         random_state=None,
+        n_jobs=None,
         device="cpu",
         verbose=0,
         max_epochs=20,
@@ -262,6 +273,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.memory = memory
         self.abstain_label = abstain_label
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.device = device
         self.verbose = verbose
         self.max_epochs = max_epochs
@@ -464,26 +476,52 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ]
         return scale, counts
 
-    def _blocks(self, X_flat):
-        """Slices of ``INPUT_BLOCK`` inputs, with a progress bar when verbose."""
-        slices = [
-            slice(i, min(i + INPUT_BLOCK, len(X_flat)))
-            for i in range(0, len(X_flat), INPUT_BLOCK)
-        ]
-        bar = tqdm(
-            total=len(X_flat), unit="input", disable=not self.verbose, leave=False
-        )
-        for block in slices:
-            yield block
-            bar.update(block.stop - block.start)
-        bar.close()
+    def _fingerprint(self, strategy):
+        """What determines a certificate, for checkpoint logs."""
+        return {
+            "network": network_digest(self.net_.module_),
+            "strategy": repr(strategy),
+            "noise": self.noise_.name,
+            "sigma": float(self.sigma),
+            "n0": int(self.n0),
+            "n": int(self.n),
+            "alpha": float(self.alpha),
+            "input_shape": list(self.input_shape_),
+            "classes": [str(c) for c in self.classes_],
+        }
 
-    def certify(self, X):
+    def _block_certificates(self, result, X_block, strategy):
+        top = result["class_index"]
+        return Certificates(
+            label=self._labels(top),
+            abstained=top < 0,
+            p_lower=result["p_lower"],
+            gap=result["gap"],
+            center=X_block,
+            noise=self.noise_,
+            class_index=top,
+            strategy=strategy.name,
+            abstain_label=self.abstain_label,
+            time=result["time"],
+            **result["scale"],
+        )
+
+    def certify(self, X, *, checkpoint=None):
         """Certify the smoothed prediction of each input.
+
+        Inputs are certified in blocks of ``INPUT_BLOCK`` (64), spread over
+        ``n_jobs`` workers; data-dependent certificates then pass through the
+        memory in input order, so ``n_jobs`` never changes a certificate.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        checkpoint : str or path-like, default=None
+            A log file: each finished block of inputs is appended to it
+            (flushed, fsynced). Calling again with the same file after an
+            interruption computes only the missing blocks and returns the same
+            certificates as an uninterrupted run. A log of another run
+            (another model, strategy or setting) raises ValueError.
 
         Returns
         -------
@@ -494,35 +532,41 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """
         X_flat = self._validate_X(X)
         strategy = self._certification_strategy()
-        key = bank_key(self.random_state)
-        network = self._network()
-        parts = []
-        for block in self._blocks(X_flat):
-            start = time.perf_counter()
-            scale, (selection, estimation) = self._block_counts(
-                network, strategy, X_flat[block], key, (SELECTION, ESTIMATION)
-            )
-            top, p_lower, gap, abstained = certify_from_counts(
-                selection, estimation, self.n, self.alpha, self.noise_
-            )
-            seconds = (time.perf_counter() - start) / len(top)
-            parts.append(
-                Certificates(
-                    label=self._labels(top),
-                    abstained=abstained,
-                    p_lower=p_lower,
-                    gap=gap,
-                    center=X_flat[block],
-                    noise=self.noise_,
-                    class_index=top,
-                    strategy=strategy.name,
-                    abstain_label=self.abstain_label,
-                    time=np.full(len(top), seconds),
-                    **scale,
-                )
-            )
-        certificates = Certificates.concatenate(parts)
         memory = self._memory_for(strategy)
+        key = bank_key(self.random_state)
+        rows = {}
+        log = None
+        if checkpoint is not None:
+            log = CertifyLog(checkpoint, self._fingerprint(strategy))
+            key, rows = log.open(key)
+        blocks = [
+            slice(i, min(i + INPUT_BLOCK, len(X_flat)))
+            for i in range(0, len(X_flat), INPUT_BLOCK)
+        ]
+        results = {}
+        for block in blocks:
+            logged = CertifyLog.finished(rows, X_flat, block) if rows else None
+            if logged is not None:
+                results[block.start] = logged
+        todo = [b for b in blocks if b.start not in results]
+        with tqdm(
+            total=len(X_flat), unit="input", disable=not self.verbose, leave=False
+        ) as bar:
+            bar.update(len(X_flat) - sum(b.stop - b.start for b in todo))
+            computed = Parallel(n_jobs=self.n_jobs, return_as="generator")(
+                delayed(_certify_block)(self, X_flat[b], strategy, key) for b in todo
+            )
+            for block, result in zip(todo, computed):
+                results[block.start] = result
+                if log is not None:
+                    log.append(X_flat, block, result)
+                bar.update(block.stop - block.start)
+        certificates = Certificates.concatenate(
+            [
+                self._block_certificates(results[b.start], X_flat[b], strategy)
+                for b in blocks
+            ]
+        )
         if memory is not None:
             certificates = memory.transform(certificates)
         return certificates
@@ -558,10 +602,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         key = bank_key(self.random_state)
         network = self._network()
         counts = [
-            self._block_counts(network, strategy, X_flat[block], key, (ESTIMATION,))[1][
-                0
-            ]
-            for block in self._blocks(X_flat)
+            self._block_counts(
+                network, strategy, X_flat[i : i + INPUT_BLOCK], key, (ESTIMATION,)
+            )[1][0]
+            for i in range(0, len(X_flat), INPUT_BLOCK)
         ]
         return np.concatenate(counts)
 
@@ -599,6 +643,26 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def _certify_block(estimator, X_block, strategy, key):
+    """CERTIFY one block of inputs (a joblib task: a pure function of its arguments)."""
+    start = time.perf_counter()
+    network = estimator._network()
+    scale, (selection, estimation) = estimator._block_counts(
+        network, strategy, X_block, key, (SELECTION, ESTIMATION)
+    )
+    top, p_lower, gap, _ = certify_from_counts(
+        selection, estimation, estimator.n, estimator.alpha, estimator.noise_
+    )
+    seconds = (time.perf_counter() - start) / len(top)
+    return {
+        "class_index": top,
+        "p_lower": p_lower,
+        "gap": gap,
+        "time": np.full(len(top), seconds),
+        "scale": scale,
+    }
 
 
 def _check_output_size(net, X_one, n_classes):

@@ -6,7 +6,6 @@ probabilities, clamped away from 0 and 1, give a differentiable gap (the
 family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
 """
 
-
 __all__ = ["soft_gap", "optimisation_draws"]
 
 

@@ -1,0 +1,160 @@
+"""n_jobs, dask, and resumable certification give the same certificates."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import joblib
+import numpy as np
+import pytest
+
+from smoothlearn import SmoothedClassifier
+from smoothlearn.strategies import IsotropicDD
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X, y = digits
+    return SmoothedClassifier(
+        strategy=IsotropicDD(n_iter=10, n_samples=32),
+        n=400,
+        n0=40,
+        module__hidden_units=(32,),
+        max_epochs=5,
+        random_state=0,
+    ).fit(X[:400], y[:400])
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.label, b.label)
+    np.testing.assert_array_equal(a.p_lower, b.p_lower)
+    np.testing.assert_array_equal(a.scale, b.scale)
+    np.testing.assert_array_equal(a.radius, b.radius)
+    np.testing.assert_array_equal(a.reduced, b.reduced)
+
+
+def _fresh(clf):
+    """A copy with no memory yet (each run starts from the same state)."""
+    buf = io.BytesIO()
+    joblib.dump(clf, buf)
+    buf.seek(0)
+    return joblib.load(buf)
+
+
+def test_n_jobs_2_equals_n_jobs_1(fitted, digits):
+    X, _ = digits
+    one = _fresh(fitted).set_params(n_jobs=1).certify(X[400:600])
+    two = _fresh(fitted).set_params(n_jobs=2).certify(X[400:600])
+    _same(one, two)
+
+
+def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
+    distributed = pytest.importorskip("distributed")
+    X, _ = digits
+    reference = _fresh(fitted).certify(X[400:560])
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        with joblib.parallel_config(backend="dask"):
+            on_dask = _fresh(fitted).set_params(n_jobs=2).certify(X[400:560])
+    _same(reference, on_dask)
+
+
+def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path):
+    X, _ = digits
+    path = tmp_path / "run.jsonl"
+    reference = _fresh(fitted).certify(X[400:600])
+    full = _fresh(fitted).certify(X[400:600], checkpoint=path)
+    _same(reference, full)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + 200
+    # cut the log as a kill would, mid-block and mid-line
+    path.write_text("\n".join(lines[: 1 + 100]) + "\n" + lines[101][:20])
+    resumed_clf = _fresh(fitted)
+    calls = []
+    original = resumed_clf._block_counts
+
+    def counting(network, strategy, X_block, key, banks):
+        calls.append(len(X_block))
+        return original(network, strategy, X_block, key, banks)
+
+    resumed_clf._block_counts = counting
+    resumed = resumed_clf.certify(X[400:600], checkpoint=path)
+    _same(reference, resumed)
+    assert sum(calls) == 200 - 64  # the first whole block came from the log
+    assert resumed_clf.memory_.n_seen_ == 200
+
+
+def test_checkpoint_of_another_run_is_refused(fitted, digits, tmp_path):
+    X, _ = digits
+    path = tmp_path / "run.jsonl"
+    _fresh(fitted).certify(X[400:470], checkpoint=path)
+    other = _fresh(fitted).set_params(n=500)
+    with pytest.raises(ValueError, match="another run"):
+        other.certify(X[400:470], checkpoint=path)
+    # changed inputs are recomputed, not reused
+    changed = X[400:470].copy()
+    changed[3] += 0.01
+    header = json.loads(path.read_text().splitlines()[0])
+    out = _fresh(fitted).certify(changed, checkpoint=path)
+    assert len(out) == 70 and header["key"] == 0
+
+
+_RUN = """
+import sys, joblib
+from smoothlearn.datasets import load_dataset
+clf = joblib.load(sys.argv[1])
+X = load_dataset("digits").X_test[:300]
+cert = clf.certify(X, checkpoint=sys.argv[2])
+joblib.dump(cert, sys.argv[3])
+"""
+
+
+def test_kill_and_resume_in_a_subprocess(digits, tmp_path):
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy=IsotropicDD(n_iter=30, n_samples=64),
+        n=20_000,
+        n0=100,
+        module__hidden_units=(64,),
+        max_epochs=3,
+        random_state=0,
+    ).fit(X[:500], y[:500])
+    model = tmp_path / "model.joblib"
+    joblib.dump(clf, model)
+    log = tmp_path / "run.jsonl"
+    args = [sys.executable, "-c", _RUN, str(model), str(log)]
+    proc = subprocess.Popen(args + [str(tmp_path / "killed.joblib")])
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 1 + 64:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(log.read_text().splitlines()) - 1
+    assert 64 <= done_before < 300, done_before
+    subprocess.run(args + [str(tmp_path / "resumed.joblib")], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RUN,
+            str(model),
+            str(tmp_path / "fresh.jsonl"),
+            str(tmp_path / "fresh.joblib"),
+        ],
+        check=True,
+        timeout=300,
+    )
+    resumed = joblib.load(tmp_path / "resumed.joblib")
+    fresh = joblib.load(tmp_path / "fresh.joblib")
+    _same(fresh, resumed)
+    assert os.path.getsize(log) > 0
