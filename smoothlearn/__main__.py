@@ -132,6 +132,19 @@ def _add_common(parser, default_strategies):
     cert.add_argument(
         "--random-state", type=int, default=0, help="seed of training and noise (0)"
     )
+    cert.add_argument(
+        "--n-jobs",
+        type=int,
+        default=1,
+        help="parallel workers over blocks of inputs (-1: all cores); results "
+        "do not depend on it",
+    )
+    cert.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run in --out: reuse its model.joblib and "
+        "the finished inputs of its certify_<strategy>.jsonl logs",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -157,8 +170,10 @@ def build_parser():
         "certify",
         help="train (or load) a model and certify a dataset",
         description="Train (or load) a smoothed classifier and certify held-out "
-        "inputs; writes certify_<strategy>.tsv, summary.txt and "
-        "certified_accuracy.png to --out.",
+        "inputs; writes model.joblib, certify_<strategy>.jsonl (each finished "
+        "input, as it finishes), certify_<strategy>.tsv (Cohen's log format), "
+        "summary.txt and certified_accuracy.png to --out. An interrupted run "
+        "continues with --resume.",
     )
     _add_common(certify, ["cohen"])
     compare = sub.add_parser(
@@ -183,10 +198,13 @@ def _fit_or_load(args, data):
 
     from .estimators import SmoothedClassifier
 
-    if args.model:
-        clf = joblib.load(args.model)
+    saved = os.path.join(args.out, "model.joblib")
+    model = args.model or (saved if args.resume and os.path.exists(saved) else None)
+    if model:
+        clf = joblib.load(model)
         if not isinstance(clf, SmoothedClassifier):
-            raise ValueError(f"{args.model} does not hold a SmoothedClassifier")
+            raise ValueError(f"{model} does not hold a SmoothedClassifier")
+        _log(args, f"loaded {model}")
         return clf
     kwargs = {}
     if args.hidden and not args.images:
@@ -208,6 +226,8 @@ def _fit_or_load(args, data):
     start = time.perf_counter()
     clf.fit(X, y)
     _log(args, f"trained in {time.perf_counter() - start:.1f} s")
+    # kept in --out so that --resume certifies with the very same network
+    joblib.dump(clf, saved)
     if args.save_model:
         joblib.dump(clf, args.save_model)
     return clf
@@ -225,9 +245,9 @@ def run(args):
     data = load_dataset(args.data, random_state=args.random_state)
     if args.images:
         data = data.as_images()
+    os.makedirs(args.out, exist_ok=True)
     clf = _fit_or_load(args, data)
     X, y = data.X_test[: args.n_test], data.y_test[: args.n_test]
-    os.makedirs(args.out, exist_ok=True)
     results = {}
     for strategy in args.strategy:
         clf.set_params(
@@ -237,11 +257,15 @@ def run(args):
             alpha=args.alpha,
             batch_size=args.batch_size,
             random_state=args.random_state,
+            n_jobs=args.n_jobs,
             verbose=0 if args.quiet else 1,
         )
+        log = os.path.join(args.out, f"certify_{strategy}.jsonl")
+        if not args.resume and os.path.exists(log):
+            os.remove(log)
         _log(args, f"certifying {len(X)} inputs with {strategy} (n={args.n}) ...")
         start = time.perf_counter()
-        cert = clf.certify(X)
+        cert = clf.certify(X, checkpoint=log)
         _log(args, f"{strategy}: {time.perf_counter() - start:.1f} s")
         write_certificates_tsv(
             os.path.join(args.out, f"certify_{strategy}.tsv"), cert, y

@@ -83,3 +83,48 @@ def test_help_lists_every_option():
     assert proc.returncode == 0
     for option in ("--data", "--strategy", "--sigma", "--n0", "--alpha", "--out"):
         assert option in proc.stdout
+
+
+def test_killed_cli_run_resumes_to_the_same_results(tmp_path):
+    import signal
+    import time
+
+    common = [
+        "certify",
+        "--strategy",
+        "isotropic_dd",
+        "--n",
+        "20000",
+        "--n-test",
+        "256",
+        "--max-epochs",
+        "2",
+        "--hidden",
+        "64",
+        "-q",
+        "--no-plot",
+    ]
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smoothlearn", *common, "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    log = out / "certify_isotropic_dd.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) > 64:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 64 < len(log.read_text().splitlines()) < 257
+    resumed = _run(*common, "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    fresh = _run(*common, "--out", str(tmp_path / "fresh"))
+    assert fresh.returncode == 0, fresh.stderr
+    assert resumed.stdout == fresh.stdout
+    a = read_certificates_tsv(out / "certify_isotropic_dd.tsv")
+    b = read_certificates_tsv(tmp_path / "fresh" / "certify_isotropic_dd.tsv")
+    for field in ("label", "abstained", "radius", "proxy_radius"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
