@@ -30,6 +30,7 @@ from ..certify import (
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES, get_strategy
+from ..training import TRAININGS, get_training
 from ..utils._sklearn_compat import (
     HasMethods,
     Interval,
@@ -94,6 +95,14 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         parameters are reachable as ``strategy__<name>``. A strategy that
         trains nothing can be changed after ``fit`` with ``set_params``: the
         next ``certify`` uses it on the trained network.
+
+    training : {'gaussian', 'consistency', 'macer', 'smoothadv'} or \
+            BaseTraining, default='gaussian'
+        How the base network is trained (:mod:`smoothlearn.training`):
+        ``'gaussian'`` is noise augmentation with the estimator's noise family
+        and scale (Cohen et al.); ``'consistency'`` (Jeong & Shin), ``'macer'``
+        (Zhai et al.) and ``'smoothadv'`` (Salman et al.) add their terms. An
+        instance's parameters are reachable as ``training__<name>``.
 
     noise : {'gaussian', 'uniform', 'laplace'}, default='gaussian'
         Noise family: gaussian certifies l2 regions, uniform and laplace l1
@@ -184,6 +193,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         The resolved noise family.
     strategy_ : BaseStrategy
         The resolved strategy (a fresh object or a clone of ``strategy``).
+    training_ : BaseTraining
+        The resolved training method.
     memory_ : MemoryCertifier
         The memory of data-dependent certificates (after the first such
         ``certify`` or ``predict``).
@@ -213,6 +224,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "module": [None, type, torch.nn.Module],
         "strategy": [StrOptions(set(STRATEGIES)), HasMethods(["scales"])],
+        "training": [StrOptions(set(TRAININGS)), HasMethods(["loss"])],
         "noise": [StrOptions(set(NOISES)), HasMethods(["sample", "gap"])],
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "n0": [Interval(Integral, 1, None, closed="left")],
@@ -242,6 +254,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         module=None,
         *,
         strategy="cohen",
+        training="gaussian",
         noise="gaussian",
         sigma=0.25,
         n0=100,
@@ -264,6 +277,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     ):
         self.module = module
         self.strategy = strategy
+        self.training = training
         self.noise = noise
         self.sigma = sigma
         self.n0 = n0
@@ -350,9 +364,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         family = get_noise(self.noise)
         strategy = get_strategy(self.strategy)
         strategy.check_noise(family)
+        training = get_training(self.training)
+        training.check()
         input_shape = tuple(X.shape[1:])
 
-        net = self._build_net(input_shape, len(classes), strategy, family)
+        net = self._build_net(input_shape, len(classes), strategy, family, training)
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # skorch has no random_state: seed torch locally so fit is reproducible
         # without touching the caller's global torch RNG.
@@ -371,10 +387,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.input_shape_ = input_shape
         self.noise_ = family
         self.strategy_ = strategy
+        self.training_ = training
         self.net_ = net
         return self
 
-    def _build_net(self, input_shape, n_classes, strategy, family):
+    def _build_net(self, input_shape, n_classes, strategy, family, training):
         module = self.module
         module_kwargs = {}
         if module is None:
@@ -391,6 +408,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         return NoisyNeuralNetClassifier(
             module,
             noise=family,
+            training=training,
             noise_scale=torch.as_tensor(scale, dtype=torch.float32).reshape(
                 input_shape if np.ndim(scale) else ()
             ),

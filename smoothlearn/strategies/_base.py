@@ -28,6 +28,7 @@ class BaseStrategy(BaseEstimator):
     data_dependent = False
     shared_scale = True
     noises = ("gaussian", "uniform", "laplace")
+    _parameter_constraints: dict = {}
 
     def check_noise(self, family):
         """Raise a ValueError when the strategy cannot use ``family``."""
