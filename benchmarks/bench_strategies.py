@@ -65,9 +65,10 @@ def main():
                 f" memory: {memory.n_reduced_} reduced, {memory.n_abstained_} abstained"
             )
         scale = results[name].scale
+        ratio = seconds[name] / seconds.get("cohen", seconds[name])
         print(
-            f"{name}: {seconds[name]:.3f} s/input ({seconds[name] / seconds.get('cohen', seconds[name]):.2f}x cohen), "
-            f"mean scale {scale.mean():.3f} (min {scale.min():.3f}, max {scale.max():.3f}){extra}",
+            f"{name}: {seconds[name]:.3f} s/input ({ratio:.2f}x cohen), mean scale "
+            f"{scale.mean():.3f} (min {scale.min():.3f}, max {scale.max():.3f}){extra}",
             flush=True,
         )
     if args.oracle:

@@ -149,9 +149,14 @@ def test_smoothadv_warmup_ramps_epsilon():
 def test_every_method_trains_on_flat_and_image_digits(training, image, digits):
     X_d, y_d = digits
     X_d = X_d[:300].reshape(-1, 1, 8, 8) if image else X_d[:300]
-    params = dict(
-        training=training, n=200, n0=20, max_epochs=2, random_state=0, lr=3e-3
-    )
+    params = {
+        "training": training,
+        "n": 200,
+        "n0": 20,
+        "max_epochs": 2,
+        "random_state": 0,
+        "lr": 3e-3,
+    }
     a = SmoothedClassifier(**params).fit(X_d, y_d[:300])
     b = SmoothedClassifier(**params).fit(X_d, y_d[:300])
     for pa, pb in zip(a.net_.module_.parameters(), b.net_.module_.parameters()):
