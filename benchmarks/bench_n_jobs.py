@@ -49,7 +49,8 @@ def main():
     threads = torch.get_num_threads()
     print(f"{args.inputs} inputs, n={args.n}, {args.strategy}, torch threads {threads}")
     speed_up = best[1] / best[2]
-    print(f"n_jobs=1 {best[1]:.2f} s   n_jobs=2 {best[2]:.2f} s   speed-up {speed_up:.2f}x")
+    print(f"n_jobs=1 {best[1]:.2f} s   n_jobs=2 {best[2]:.2f} s", end="   ")
+    print(f"speed-up {speed_up:.2f}x")
 
 
 if __name__ == "__main__":
