@@ -36,6 +36,9 @@ def main():
     parser.add_argument("--iso-lr", type=float, default=0.04)
     parser.add_argument("--ancer-iter", type=int, default=100)
     parser.add_argument("--kappa", type=float, default=2.0)
+    parser.add_argument(
+        "--clip", default="0.001", help="soft-probability clamp, a float or 'auto'"
+    )
     parser.add_argument("--oracle", action="store_true")
     parser.add_argument(
         "--strategies", nargs="+", default=["cohen", "isotropic_dd", "ancer"]
@@ -47,11 +50,14 @@ def main():
     clf = SmoothedClassifier(
         sigma=args.sigma, n=args.n, max_epochs=args.epochs, random_state=0
     ).fit(data.X_train, data.y_train)
-    iso = IsotropicDD(n_iter=args.iso_iter, lr=args.iso_lr)
+    clip = args.clip if args.clip == "auto" else float(args.clip)
+    iso = IsotropicDD(n_iter=args.iso_iter, lr=args.iso_lr, clip=clip)
     strategies = {
         "cohen": Cohen(),
         "isotropic_dd": iso,
-        "ancer": ANCER(n_iter=args.ancer_iter, kappa=args.kappa, isotropic=iso),
+        "ancer": ANCER(
+            n_iter=args.ancer_iter, kappa=args.kappa, clip=clip, isotropic=iso
+        ),
     }
     results, seconds = {}, {}
     for name in args.strategies:

@@ -128,3 +128,30 @@ def test_killed_cli_run_resumes_to_the_same_results(tmp_path):
     b = read_certificates_tsv(tmp_path / "fresh" / "certify_isotropic_dd.tsv")
     for field in ("label", "abstained", "radius", "proxy_radius"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_compare_prints_one_row_per_strategy(tmp_path):
+    proc = _run(
+        "compare",
+        "--strategy",
+        "cohen",
+        "isotropic_dd",
+        "--n",
+        "300",
+        "--n0",
+        "30",
+        "--n-test",
+        "10",
+        "--max-epochs",
+        "2",
+        "--hidden",
+        "32",
+        "-q",
+        "--no-plot",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[0] for line in proc.stdout.splitlines()[2:]]
+    assert rows == ["cohen", "isotropic_dd"]
+    assert (tmp_path / "certify_isotropic_dd.tsv").exists()

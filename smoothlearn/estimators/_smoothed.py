@@ -24,6 +24,7 @@ from ..certify import (
     NoiseBank,
     bank_key,
     certify_from_counts,
+    clopper_pearson_lower,
     count_classes,
     predict_from_counts,
 )
@@ -479,6 +480,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             sigma=self.sigma,
             family=self.noise_,
             bank=NoiseBank(key, OPTIMISATION, self.noise_, d),
+            p_max=float(clopper_pearson_lower(self.n, self.n, self.alpha)),
         )
         draws = {SELECTION: self.n0, ESTIMATION: self.n}
         counts = [

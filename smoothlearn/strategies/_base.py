@@ -38,7 +38,7 @@ class BaseStrategy(BaseEstimator):
                 f"{list(self.noises)}; got {family.name!r}."
             )
 
-    def scales(self, network, X, *, sigma, family, bank):
+    def scales(self, network, X, *, sigma, family, bank, p_max=None):
         """The scale of each input.
 
         Parameters
@@ -51,6 +51,10 @@ class BaseStrategy(BaseEstimator):
         family : NoiseFamily
         bank : smoothlearn.certify.NoiseBank
             Optimisation draws, independent of the certification draws.
+        p_max : float, default=None
+            The largest probability bound certification can give (all ``n``
+            draws voting for the top class), for strategies that cap their
+            surrogate there.
 
         Returns
         -------

@@ -6,7 +6,14 @@ probabilities, clamped away from 0 and 1, give a differentiable gap (the
 family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
 """
 
-__all__ = ["soft_gap", "optimisation_draws"]
+__all__ = ["optimisation_draws", "resolve_clip", "soft_gap"]
+
+
+def resolve_clip(clip, p_max):
+    """The probability clamp: ``clip``, or ``1 - p_max`` for ``'auto'``."""
+    if clip == "auto":
+        return 1.0 - p_max if p_max is not None else 1e-3
+    return clip
 
 
 def optimisation_draws(bank, iteration, n_samples, offset, device):

@@ -5,9 +5,9 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from ..utils._sklearn_compat import HasMethods, Interval
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._base import BaseStrategy
-from ._soft import optimisation_draws, soft_gap
+from ._soft import optimisation_draws, resolve_clip, soft_gap
 from .isotropic_dd import IsotropicDD
 
 __all__ = ["ANCER"]
@@ -36,8 +36,9 @@ class ANCER(BaseStrategy):
         Noise draws per input and step.
     kappa : float, default=2.0
         Weight of the isotropic-radius term ``min(theta) * gap``.
-    clip : float, default=0.001
-        Soft probabilities are clamped to ``[clip, 1 - clip]``.
+    clip : float or 'auto', default=0.001
+        Soft probabilities are clamped to ``[clip, 1 - clip]``; ``'auto'`` at
+        the certificate's ceiling, as for :class:`IsotropicDD`.
     isotropic : IsotropicDD, default=None
         The strategy giving ``theta_iso`` (``IsotropicDD()`` when None); its
         parameters are reachable as ``strategy__isotropic__<name>``.
@@ -57,7 +58,7 @@ class ANCER(BaseStrategy):
         "n_iter": [Interval(Integral, 0, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0, None, closed="left")],
-        "clip": [Interval(Real, 0, 0.5, closed="neither")],
+        "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
         "isotropic": [None, HasMethods(["optimise"])],
     }
 
@@ -78,7 +79,7 @@ class ANCER(BaseStrategy):
     def _isotropic(self):
         return IsotropicDD() if self.isotropic is None else self.isotropic
 
-    def optimise(self, network, X, theta_iso, *, family, bank, offset=0):
+    def optimise(self, network, X, theta_iso, *, family, bank, offset=0, p_max=None):
         """The optimised ``theta_x`` of each input, shape (m, d)."""
         device = network.device
         m, d = X.shape
@@ -87,11 +88,12 @@ class ANCER(BaseStrategy):
         floor = floor.reshape(m, 1, 1).expand(m, 1, d).clone()
         theta = floor.clone().requires_grad_(True)
         optimiser = torch.optim.Adam([theta], lr=self.lr)
+        clip = resolve_clip(self.clip, p_max)
         network.module.eval()
         with torch.enable_grad():
             for it in range(self.n_iter):
                 z = optimisation_draws(bank, it, self.n_samples, offset, device)
-                gap = soft_gap(network, X_t, lambda z: theta * z, z, family, self.clip)
+                gap = soft_gap(network, X_t, lambda z: theta * z, z, family, clip)
                 flat = theta.reshape(m, d)
                 proxy = torch.exp(torch.log(flat).mean(dim=1)) * gap
                 objective = proxy + self.kappa * flat.min(dim=1).values * gap

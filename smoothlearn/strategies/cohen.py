@@ -28,7 +28,7 @@ class Cohen(BaseStrategy):
     data_dependent = False
     shared_scale = True
 
-    def scales(self, network, X, *, sigma, family, bank):
+    def scales(self, network, X, *, sigma, family, bank, p_max=None):
         return {"scale": np.full(len(X), float(sigma))}
 
     @property
