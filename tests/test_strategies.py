@@ -157,3 +157,19 @@ def test_l1_strategies_reject_unsupported_families():
         SmoothedClassifier(strategy="ancer", noise="cauchy").fit(
             np.zeros((4, 2)), [0, 1, 0, 1]
         )
+
+
+def test_auto_clip_uses_the_certificate_ceiling():
+    from scipy.stats import norm
+
+    from smoothlearn.certify import clopper_pearson_lower
+    from smoothlearn.strategies._soft import resolve_clip
+
+    p_max = float(clopper_pearson_lower(100_000, 100_000, 0.001))
+    clip = resolve_clip("auto", p_max)
+    assert norm.ppf(1 - clip) == pytest.approx(3.81, abs=0.01)
+    assert resolve_clip(0.001, p_max) == 0.001
+    with pytest.raises(ValueError, match="clip"):
+        SmoothedClassifier(strategy=IsotropicDD(clip="big")).fit(
+            np.zeros((4, 2)), [0, 1, 0, 1]
+        )

@@ -106,14 +106,20 @@ class ANCER(BaseStrategy):
                     torch.maximum(theta, floor, out=theta)
         return theta.detach().reshape(m, d).cpu().numpy().astype(np.float64)
 
-    def scales(self, network, X, *, sigma, family, bank):
+    def scales(self, network, X, *, sigma, family, bank, p_max=None):
         self._validate_params()
         isotropic = self._isotropic()
         isotropic._validate_params()
         theta_iso = isotropic.optimise(
-            network, X, sigma=sigma, family=family, bank=bank
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         theta = self.optimise(
-            network, X, theta_iso, family=family, bank=bank, offset=isotropic.n_draws()
+            network,
+            X,
+            theta_iso,
+            family=family,
+            bank=bank,
+            offset=isotropic.n_draws(),
+            p_max=p_max,
         )
         return {"scale": theta}

@@ -92,8 +92,9 @@ class IsotropicDD(BaseStrategy):
         """Optimisation-bank rows one call uses."""
         return self.n_iter * self.n_samples
 
-    def scales(self, network, X, *, sigma, family, bank):
+    def scales(self, network, X, *, sigma, family, bank, p_max=None):
         self._validate_params()
-        return {
-            "scale": self.optimise(network, X, sigma=sigma, family=family, bank=bank)
-        }
+        scale = self.optimise(
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+        )
+        return {"scale": scale}
