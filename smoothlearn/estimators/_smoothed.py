@@ -364,7 +364,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             )
         family = get_noise(self.noise)
         strategy = get_strategy(self.strategy)
-        strategy.check_noise(family)
+        strategy.check(family)
         training = get_training(self.training)
         training.check()
         input_shape = tuple(X.shape[1:])
@@ -468,7 +468,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                     f"estimator to use it (fitted with {self.strategy_.name!r})."
                 )
             return self.strategy_
-        strategy.check_noise(self.noise_)
+        strategy.check(self.noise_)
         return strategy
 
     def _block_counts(self, network, strategy, X_block, key, banks):

@@ -30,6 +30,11 @@ class BaseStrategy(BaseEstimator):
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}
 
+    def check(self, family):
+        """Validate the parameters and the noise family (ValueError/TypeError)."""
+        self._validate_params()
+        self.check_noise(family)
+
     def check_noise(self, family):
         """Raise a ValueError when the strategy cannot use ``family``."""
         if family.name not in self.noises:

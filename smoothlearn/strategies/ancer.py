@@ -76,6 +76,10 @@ class ANCER(BaseStrategy):
     def name(self):
         return "ancer"
 
+    def check(self, family):
+        super().check(family)
+        self._isotropic().check(family)
+
     def _isotropic(self):
         return IsotropicDD() if self.isotropic is None else self.isotropic
 
