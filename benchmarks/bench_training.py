@@ -62,8 +62,9 @@ def main():
             acr = average_certified_radius(y, cert)
             acr_proxy = average_certified_radius(y, cert, proxy=True)
             rows.append(
-                f"{training:<12} {strategy:<8} {100 * ca[0]:>6.1f} {100 * ca[1]:>8.1f} "
-                f"{100 * ca[2]:>7.1f} {acr:>6.3f} {acr_proxy:>6.3f} {train_seconds:>8.1f}"
+                f"{training:<12} {strategy:<8} {100 * ca[0]:>6.1f} "
+                f"{100 * ca[1]:>8.1f} {100 * ca[2]:>7.1f} {acr:>6.3f} "
+                f"{acr_proxy:>6.3f} {train_seconds:>8.1f}"
             )
             print(rows[-1], flush=True)
     print(
