@@ -6,7 +6,19 @@ probabilities, clamped away from 0 and 1, give a differentiable gap (the
 family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
 """
 
-__all__ = ["optimisation_draws", "resolve_clip", "soft_gap"]
+from numbers import Integral, Real
+
+from ..utils._sklearn_compat import Interval, StrOptions
+
+__all__ = ["OPTIMISER_CONSTRAINTS", "optimisation_draws", "resolve_clip", "soft_gap"]
+
+#: Parameter constraints shared by the strategies that optimise a scale.
+OPTIMISER_CONSTRAINTS = {
+    "lr": [Interval(Real, 0, None, closed="neither")],
+    "n_iter": [Interval(Integral, 0, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left")],
+    "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
+}
 
 
 def resolve_clip(clip, p_max):

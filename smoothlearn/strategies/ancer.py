@@ -1,13 +1,18 @@
 """ANCER: per-input anisotropic (diagonal) smoothing (Eiras et al., 2022)."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
 
-from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
+from ..utils._sklearn_compat import HasMethods, Interval
 from ._base import BaseStrategy
-from ._soft import optimisation_draws, resolve_clip, soft_gap
+from ._soft import (
+    OPTIMISER_CONSTRAINTS,
+    optimisation_draws,
+    resolve_clip,
+    soft_gap,
+)
 from .isotropic_dd import IsotropicDD
 
 __all__ = ["ANCER"]
@@ -54,11 +59,8 @@ class ANCER(BaseStrategy):
     shared_scale = False
 
     _parameter_constraints = {
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        "n_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        **OPTIMISER_CONSTRAINTS,
         "kappa": [Interval(Real, 0, None, closed="left")],
-        "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
         "isotropic": [None, HasMethods(["optimise"])],
     }
 

@@ -1,13 +1,18 @@
 """Isotropic data-dependent smoothing (Alfarra et al., 2020)."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
 
-from ..utils._sklearn_compat import Interval, StrOptions
+from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
-from ._soft import optimisation_draws, resolve_clip, soft_gap
+from ._soft import (
+    OPTIMISER_CONSTRAINTS,
+    optimisation_draws,
+    resolve_clip,
+    soft_gap,
+)
 
 __all__ = ["IsotropicDD"]
 
@@ -50,11 +55,8 @@ class IsotropicDD(BaseStrategy):
     shared_scale = False
 
     _parameter_constraints = {
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        "n_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        **OPTIMISER_CONSTRAINTS,
         "min_sigma": [Interval(Real, 0, None, closed="neither")],
-        "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
     }
 
     def __init__(self, lr=0.04, n_iter=300, n_samples=100, min_sigma=1e-3, clip=0.001):
