@@ -1,4 +1,4 @@
-"""The skorch network trained under smoothing noise (Gaussian augmentation)."""
+"""The skorch network trained under smoothing noise."""
 
 import torch
 from skorch import NeuralNetClassifier
@@ -13,9 +13,11 @@ __all__ = ["NoisyNeuralNetClassifier"]
 class NoisyNeuralNetClassifier(NeuralNetClassifier):
     """A skorch classifier whose training batches carry smoothing noise.
 
-    Each training batch ``X`` becomes ``X + scale * z`` with ``z`` drawn fresh
-    from the noise family's standard form (Cohen et al.'s training for
-    randomized smoothing). Validation and inference see clean inputs.
+    Each training step computes the loss of a :mod:`smoothlearn.training`
+    method on the batch, with noise ``scale * z``, ``z`` drawn fresh from the
+    noise family's standard form (by default noise augmentation, Cohen et
+    al.'s training for randomized smoothing). Validation and inference see
+    clean inputs.
 
     Parameters
     ----------
