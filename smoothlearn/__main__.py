@@ -104,8 +104,10 @@ def _add_common(parser, default_strategies):
         "--strategy",
         nargs="+",
         choices=sorted(STRATEGIES),
-        default=default_strategies,
-        help=f"strategies to certify with (default: {' '.join(default_strategies)})",
+        default=None,
+        help=f"strategies to certify with (default: {' '.join(default_strategies)}"
+        + (", those that fit the data" if len(default_strategies) > 1 else "")
+        + ")",
     )
     cert.add_argument(
         "--n0", type=_positive_int, default=100, help="selection draws (100)"
@@ -176,6 +178,7 @@ def build_parser():
         "continues with --resume.",
     )
     _add_common(certify, ["cohen"])
+    certify.set_defaults(default_strategies=["cohen"])
     compare = sub.add_parser(
         "compare",
         help="certify one trained network with several strategies",
@@ -185,6 +188,7 @@ def build_parser():
     # canonical names only (aliases such as 'fixed' dropped), in registry order
     distinct = [name for name, cls in STRATEGIES.items() if cls().name == name]
     _add_common(compare, distinct)
+    compare.set_defaults(default_strategies=distinct)
     return parser
 
 
@@ -193,7 +197,7 @@ def _log(args, message):
         print(message, file=sys.stderr, flush=True)
 
 
-def _fit_or_load(args, data):
+def _fit_or_load(args, data, strategy):
     import joblib
 
     from .estimators import SmoothedClassifier
@@ -210,7 +214,7 @@ def _fit_or_load(args, data):
     if args.hidden and not args.images:
         kwargs["module__hidden_units"] = args.hidden
     clf = SmoothedClassifier(
-        strategy=args.strategy[0],
+        strategy=strategy,
         noise=args.noise,
         sigma=args.sigma,
         max_epochs=args.max_epochs,
@@ -241,15 +245,27 @@ def run(args):
         certified_accuracy_table,
         write_certificates_tsv,
     )
+    from .strategies import get_strategy
 
     data = load_dataset(args.data, random_state=args.random_state)
     if args.images:
         data = data.as_images()
     os.makedirs(args.out, exist_ok=True)
-    clf = _fit_or_load(args, data)
+    strategies = args.strategy
+    if strategies is None:
+        # the defaults that can smooth these inputs (ucan_pattern needs images)
+        strategies = []
+        for name in args.default_strategies:
+            try:
+                get_strategy(name).check_input_shape(tuple(data.X_train.shape[1:]))
+            except ValueError:
+                _log(args, f"skipping {name}: it needs image inputs (--images)")
+            else:
+                strategies.append(name)
+    clf = _fit_or_load(args, data, strategies[0])
     X, y = data.X_test[: args.n_test], data.y_test[: args.n_test]
     results = {}
-    for strategy in args.strategy:
+    for strategy in strategies:
         clf.set_params(
             strategy=strategy,
             n0=args.n0,

@@ -87,12 +87,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         as ``module__<name>=value``, as in skorch. An instance is copied, never
         modified; with ``max_epochs=0`` it is used as given (pre-trained).
 
-    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer'} or BaseStrategy, \
-            default='cohen'
+    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'ucan_pattern'} or \
+            BaseStrategy, default='cohen'
         How the smoothing scale is chosen. ``'cohen'`` (alias ``'fixed'``) is
         isotropic noise of standard deviation ``sigma`` for every input;
         ``'isotropic_dd'`` optimises an isotropic scale per input (Alfarra et
-        al.), ``'ancer'`` a diagonal one (Eiras et al.). An instance's
+        al.), ``'ancer'`` a diagonal one (Eiras et al.); ``'ucan_pattern'`` is
+        UCAN's fixed spatial pattern (image inputs, used in training too). An instance's
         parameters are reachable as ``strategy__<name>``. A strategy that
         trains nothing can be changed after ``fit`` with ``set_params``: the
         next ``certify`` uses it on the trained network.
@@ -363,11 +364,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 f"({classes[0]!r})."
             )
         family = get_noise(self.noise)
+        input_shape = tuple(X.shape[1:])
         strategy = get_strategy(self.strategy)
-        strategy.check(family)
+        strategy.check(family, input_shape)
         training = get_training(self.training)
         training.check()
-        input_shape = tuple(X.shape[1:])
 
         net = self._build_net(input_shape, len(classes), strategy, family, training)
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
@@ -404,8 +405,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             **{f"module__{k}": v for k, v in module_kwargs.items()},
             **self._network_params(),
         }
-        n_features = int(np.prod(input_shape))
-        scale = strategy.training_scale(self.sigma, n_features)
+        scale = strategy.training_scale(self.sigma, input_shape)
         return NoisyNeuralNetClassifier(
             module,
             noise=family,
@@ -468,7 +468,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                     f"estimator to use it (fitted with {self.strategy_.name!r})."
                 )
             return self.strategy_
-        strategy.check(self.noise_)
+        strategy.check(self.noise_, self.input_shape_)
         return strategy
 
     def _block_counts(self, network, strategy, X_block, key, banks):

@@ -10,6 +10,7 @@ from ._base import BaseStrategy
 from .ancer import ANCER
 from .cohen import Cohen
 from .isotropic_dd import IsotropicDD
+from .ucan_pattern import UCANPattern
 
 __all__ = [
     "ANCER",
@@ -17,6 +18,7 @@ __all__ = [
     "Cohen",
     "IsotropicDD",
     "STRATEGIES",
+    "UCANPattern",
     "get_strategy",
 ]
 
@@ -26,6 +28,7 @@ STRATEGIES = {
     "fixed": Cohen,
     "isotropic_dd": IsotropicDD,
     "ancer": ANCER,
+    "ucan_pattern": UCANPattern,
 }
 
 

@@ -30,10 +30,15 @@ class BaseStrategy(BaseEstimator):
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}
 
-    def check(self, family):
-        """Validate the parameters and the noise family (ValueError/TypeError)."""
+    def check(self, family, input_shape=None):
+        """Validate the parameters, the noise family and the input shape."""
         self._validate_params()
         self.check_noise(family)
+        if input_shape is not None:
+            self.check_input_shape(tuple(input_shape))
+
+    def check_input_shape(self, input_shape):
+        """Raise a ValueError when the strategy cannot smooth inputs of this shape."""
 
     def check_noise(self, family):
         """Raise a ValueError when the strategy cannot use ``family``."""
@@ -70,8 +75,11 @@ class BaseStrategy(BaseEstimator):
         """
         raise NotImplementedError  # abstract
 
-    def training_scale(self, sigma, n_features):
-        """The scale used for noise augmentation when training the base network."""
+    def training_scale(self, sigma, input_shape):
+        """The scale used for noise augmentation when training the base network.
+
+        A float, or an array of ``input_shape`` for a per-coordinate scale.
+        """
         return float(sigma)
 
     @property

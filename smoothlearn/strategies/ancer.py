@@ -78,9 +78,9 @@ class ANCER(BaseStrategy):
     def name(self):
         return "ancer"
 
-    def check(self, family):
-        super().check(family)
-        self._isotropic().check(family)
+    def check(self, family, input_shape=None):
+        super().check(family, input_shape)
+        self._isotropic().check(family, input_shape)
 
     def _isotropic(self):
         return IsotropicDD() if self.isotropic is None else self.isotropic
