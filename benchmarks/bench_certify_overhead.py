@@ -12,10 +12,10 @@ are timed in one run, interleaved, best of ``--repeats``.
 """
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from _timing import best_of
 from sklearn.datasets import load_digits
 from torch import nn
 
@@ -76,13 +76,7 @@ def main():
         "certify plain": lambda: plain.certify(X_test),
         "certify fused": lambda: clf.certify(X_test),
     }
-    times = {name: [] for name in runs}
-    for _ in range(args.repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    best = {k: min(v) for k, v in times.items()}
+    best = best_of(runs, args.repeats)
     threads = torch.get_num_threads()
     print(f"torch threads {threads}, {passes} passes of {args.batch_size}")
     for name, seconds in best.items():

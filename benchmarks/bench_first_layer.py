@@ -18,10 +18,10 @@ Targets (issue 9): fused >= 1.5x faster than naive on digits, >= 3x on the
 
 import argparse
 import os
-import time
 
 import numpy as np
 import torch
+from _timing import best_of
 
 from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
 from smoothlearn.estimators import MLP, SmallCNN
@@ -73,13 +73,7 @@ def bench(label, module, X, input_shape, args):
         "bank": lambda: count_classes(plain, X, scale, bank, n, batch_size=bs),
         "fused": lambda: count_classes(fused, X, scale, bank, n, batch_size=bs),
     }
-    times = {k: [] for k in runs}
-    for _ in range(args.repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    best = {k: min(v) for k, v in times.items()}
+    best = best_of(runs, args.repeats)
     print(
         f"{label:<28} naive {best['naive']:7.2f} s  bank {best['bank']:7.2f} s  "
         f"fused {best['fused']:7.2f} s  "
