@@ -573,8 +573,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             total=len(X_flat), unit="input", disable=not self.verbose, leave=False
         ) as bar:
             bar.update(len(X_flat) - sum(b.stop - b.start for b in todo))
+            # each task ships its estimator to a worker: not the memory, which
+            # the workers never use and which may hold many regions
+            worker = copy.copy(self)
+            worker.__dict__.pop("memory_", None)
+            worker.memory = None
             computed = Parallel(n_jobs=self.n_jobs, return_as="generator")(
-                delayed(_certify_block)(self, X_flat[b], strategy, key) for b in todo
+                delayed(_certify_block)(worker, X_flat[b], strategy, key) for b in todo
             )
             for block, result in zip(todo, computed):
                 results[block.start] = result
