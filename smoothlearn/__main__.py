@@ -197,13 +197,17 @@ def _log(args, message):
         print(message, file=sys.stderr, flush=True)
 
 
-def _fit_or_load(args, data, strategy):
+def _fit_or_load(args, data, strategy, own_network=False):
+    """The shared trained model, or (``own_network``) one trained with ``strategy``."""
     import joblib
 
     from .estimators import SmoothedClassifier
 
-    saved = os.path.join(args.out, "model.joblib")
-    model = args.model or (saved if args.resume and os.path.exists(saved) else None)
+    saved = os.path.join(
+        args.out, f"model_{strategy}.joblib" if own_network else "model.joblib"
+    )
+    given = None if own_network else args.model
+    model = given or (saved if args.resume and os.path.exists(saved) else None)
     if model:
         clf = joblib.load(model)
         if not isinstance(clf, SmoothedClassifier):
@@ -262,10 +266,17 @@ def run(args):
                 _log(args, f"skipping {name}: it needs image inputs (--images)")
             else:
                 strategies.append(name)
-    clf = _fit_or_load(args, data, strategies[0])
+    # UCAN's generators train with their network: each gets its own model
+    trained = {s for s in strategies if getattr(get_strategy(s), "trained_in_fit", 0)}
+    shared = [s for s in strategies if s not in trained]
+    shared_clf = _fit_or_load(args, data, shared[0]) if shared else None
     X, y = data.X_test[: args.n_test], data.y_test[: args.n_test]
     results = {}
     for strategy in strategies:
+        clf = shared_clf
+        if strategy in trained:
+            _log(args, f"{strategy} trains its noise generator with its own network")
+            clf = _fit_or_load(args, data, strategy, own_network=True)
         clf.set_params(
             strategy=strategy,
             n0=args.n0,

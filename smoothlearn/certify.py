@@ -52,6 +52,7 @@ __all__ = [
     "bank_key",
     "BaseNetwork",
     "count_classes",
+    "rotated_noise",
     "clopper_pearson_lower",
     "certify_from_counts",
     "predict_from_counts",
@@ -186,7 +187,40 @@ class BaseNetwork:
         return self.nonlinearity(out)
 
 
-def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None):
+def rotated_noise(z, basis, scale, scale_rest):
+    """``U diag(s) U^T z + r (I - U U^T) z`` for each input, from standard ``z``.
+
+    Written ``r z + U ((s - r) * U^T z)``: O(d k) per draw for a rank-k basis.
+
+    Parameters
+    ----------
+    z : torch.Tensor of shape (w, d)
+    basis : torch.Tensor of shape (g, d, k)
+    scale : torch.Tensor of shape (g, k)
+    scale_rest : torch.Tensor of shape (g,)
+
+    Returns
+    -------
+    torch.Tensor of shape (g, w, d)
+    """
+    coef = (
+        torch.einsum("wd,gdk->gwk", z, basis) * (scale - scale_rest[:, None])[:, None]
+    )
+    return scale_rest[:, None, None] * z + torch.einsum("gwk,gdk->gwd", coef, basis)
+
+
+def count_classes(
+    network,
+    X,
+    scale,
+    bank,
+    n_draws,
+    *,
+    batch_size,
+    basis=None,
+    scale_rest=None,
+    progress=None,
+):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
     Processing is chunk-major: one window of the bank (``min(n_draws,
@@ -202,13 +236,18 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
     network : BaseNetwork
     X : ndarray of shape (m, n_features)
         Flat inputs.
-    scale : ndarray of shape (m,) or (m, n_features)
-        Isotropic or diagonal scale of each input.
+    scale : ndarray of shape (m,), (m, n_features) or (m, k)
+        Isotropic or diagonal scale of each input, or the in-basis scale of a
+        rotated one.
     bank : NoiseBank
     n_draws : int
         Rows of the bank to use (the first ``n_draws``).
     batch_size : int
         Noisy inputs per forward pass.
+    basis : ndarray of shape (m, n_features, k), default=None
+        Orthonormal columns of a rotated scale ``U diag(s) U^T + r (I - U U^T)``.
+    scale_rest : ndarray of shape (m,), default=None
+        ``r``, the isotropic scale on the complement of ``basis``.
     progress : callable, default=None
         Called with the number of noisy inputs processed after each pass.
 
@@ -225,6 +264,10 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
     X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
+    if basis is not None:
+        return _count_rotated(
+            network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, progress
+        )
     scale = np.asarray(scale, dtype=np.float32)
     shared = scale.ndim == 2 and bool((scale == scale[:1]).all())
     first = network.first_linear if (scale.ndim == 1 or shared) else None
@@ -256,12 +299,71 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, progress=None
                     out = first.rest(hidden.reshape(-1, *hidden_shape))
                     out = out[0] if isinstance(out, tuple) else out
                     pred = out.argmax(dim=1)
-                if i1 - i0 == 1:
-                    counts[i0] += torch.bincount(pred, minlength=K)
+                _add_votes(counts, i0, i1, pred, w, K)
+                if progress is not None:
+                    progress((i1 - i0) * w)
+    return counts.cpu().numpy()
+
+
+def _add_votes(counts, i0, i1, pred, w, K):
+    """Add the predictions of inputs ``i0:i1`` (``w`` draws each, input-major)."""
+    if i1 - i0 == 1:
+        counts[i0] += torch.bincount(pred, minlength=K)
+    else:
+        rows = torch.arange(i1 - i0, device=pred.device).repeat_interleave(w)
+        block = torch.bincount(rows * K + pred, minlength=(i1 - i0) * K)
+        counts[i0:i1] += block.view(i1 - i0, K)
+
+
+def _count_rotated(
+    network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, progress
+):
+    """count_classes for rotated scales ``r z + U ((s - r) * U^T z)``.
+
+    With a first linear map ``L`` the response is ``L x + r L z + (L U)((s - r) *
+    U^T z)``: ``L z`` once per window for all inputs and ``L U`` once per input,
+    so a draw costs O(k (d + hidden)) instead of a pass through ``L``.
+    """
+    m, d = X_t.shape
+    device, K = network.device, network.n_classes
+    counts = torch.zeros((m, K), dtype=torch.int64, device=device)
+    as_t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32), device=device)  # noqa: E731
+    basis, scale, rest = as_t(basis), as_t(scale), as_t(scale_rest)
+    window = min(n_draws, batch_size)
+    group = max(1, batch_size // window)
+    first = network.first_linear
+    network.module.eval()
+    with torch.inference_mode():
+        if first is not None:
+            Lx = first.apply(X_t)[:, None]  # (m, 1, *hidden)
+            hidden_shape = Lx.shape[2:]
+            k = basis.shape[2]
+            # (L U_i) for every input: (m, k, hidden)
+            LU = first.apply_linear_part(basis.transpose(1, 2).reshape(m * k, d))
+            LU = LU.reshape(m, k, -1)
+            stretch = scale - rest[:, None]  # (m, k)
+        for start in range(0, n_draws, window):
+            z = bank.rows(start, min(start + window, n_draws)).to(device)
+            w = z.shape[0]
+            if first is not None:
+                Lz = first.apply_linear_part(z).reshape(w, -1)  # (w, hidden)
+            for i0 in range(0, m, group):
+                i1 = min(i0 + group, m)
+                if first is None:
+                    noise = rotated_noise(z, basis[i0:i1], scale[i0:i1], rest[i0:i1])
+                    noisy = X_t[i0:i1, None] + noise
+                    pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
                 else:
-                    rows = torch.arange(i1 - i0, device=device).repeat_interleave(w)
-                    block = torch.bincount(rows * K + pred, minlength=(i1 - i0) * K)
-                    counts[i0:i1] += block.view(i1 - i0, K)
+                    coef = torch.einsum("wd,gdk->gwk", z, basis[i0:i1])
+                    coef = coef * stretch[i0:i1, None]
+                    hidden = rest[i0:i1, None, None] * Lz[None] + torch.einsum(
+                        "gwk,gkh->gwh", coef, LU[i0:i1]
+                    )
+                    hidden = Lx[i0:i1] + hidden.reshape(i1 - i0, w, *hidden_shape)
+                    out = first.rest(hidden.reshape(-1, *hidden_shape))
+                    out = out[0] if isinstance(out, tuple) else out
+                    pred = out.argmax(dim=1)
+                _add_votes(counts, i0, i1, pred, w, K)
                 if progress is not None:
                     progress((i1 - i0) * w)
     return counts.cpu().numpy()

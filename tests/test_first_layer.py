@@ -34,31 +34,54 @@ def _networks():
     yield "builtin-cnn", SmallCNN(3, 4, 4, 4), (3, 4, 4)
 
 
+def _random_rotated(rng, m, d, k):
+    """Per-input orthonormal bases (m, d, k), in-basis scales (m, k), rests (m,)."""
+    basis = np.stack([np.linalg.qr(rng.randn(d, d))[0][:, :k] for _ in range(m)])
+    return basis, rng.uniform(0.2, 1.5, (m, k)), rng.uniform(0.2, 1.0, m)
+
+
 @pytest.mark.parametrize(
     "name, module, shape",
     list(_networks()),
     ids=lambda v: v if isinstance(v, str) else "",
 )
-@pytest.mark.parametrize("scale_kind", ["isotropic", "per-input", "shared-diagonal"])
+@pytest.mark.parametrize(
+    "scale_kind",
+    ["isotropic", "per-input", "shared-diagonal", "rotated-rank-3", "rotated-full"],
+)
 def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale_kind):
     d = int(np.prod(shape))
     rng = np.random.RandomState(0)
     X = rng.rand(5, d).astype(np.float32)
-    scale = {
-        "isotropic": np.full(5, 0.5),
-        "per-input": rng.uniform(0.2, 1.0, 5),
-        "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
-    }[scale_kind]
+    rotated = {}
+    if scale_kind.startswith("rotated"):
+        k = 3 if scale_kind == "rotated-rank-3" else d
+        basis, scale, rest = _random_rotated(rng, 5, d, k)
+        rotated = {"basis": basis, "scale_rest": rest}
+        dense = np.stack(
+            [
+                (u * s) @ u.T + r * (np.eye(d) - u @ u.T)
+                for u, s, r in zip(basis, scale, rest)
+            ]
+        )
+    else:
+        scale = {
+            "isotropic": np.full(5, 0.5),
+            "per-input": rng.uniform(0.2, 1.0, 5),
+            "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
+        }[scale_kind]
+        dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in scale])
     fused = BaseNetwork(module, shape, 4)
     plain = BaseNetwork(module, shape, 4, reuse_first_layer=False)
     assert fused.first_linear is not None and plain.first_linear is None
     bank = NoiseBank(3, ESTIMATION, get_noise("gaussian"), d)
     n = 600
     z = bank.rows(0, n)
-    s = torch.as_tensor(scale, dtype=torch.float32).reshape(5, 1, -1)
+    # the truth: x + S z with the dense scale matrix S
+    S = torch.as_tensor(dense, dtype=torch.float32)
     with torch.no_grad():
         logits = plain.logits(
-            (torch.as_tensor(X)[:, None] + s * z[None]).reshape(-1, d)
+            (torch.as_tensor(X)[:, None] + z[None] @ S.transpose(1, 2)).reshape(-1, d)
         )
     top2 = logits.topk(2, dim=1).values
     near_tie = ((top2[:, 0] - top2[:, 1]) < 1e-4).reshape(5, n)
@@ -66,17 +89,23 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
     for i in (0, 4):
         for r in range(0, n, 120):
             row_bank = _SingleRow(bank, r)
+            one = {key: v[i : i + 1] for key, v in rotated.items()}
             a = count_classes(
-                fused, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
+                fused, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1, **one
             )
             b = count_classes(
-                plain, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
+                plain, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1, **one
             )
-            assert near_tie[i, r] or (a == b).all()
+            truth = logits.reshape(5, n, -1)[i, r].argmax()
+            assert near_tie[i, r] or (a[0, truth] == 1 and (a == b).all())
     # and in bulk, over every draw
-    a = count_classes(fused, X, scale, bank, n, batch_size=256)
-    b = count_classes(plain, X, scale, bank, n, batch_size=256)
+    a = count_classes(fused, X, scale, bank, n, batch_size=256, **rotated)
+    b = count_classes(plain, X, scale, bank, n, batch_size=256, **rotated)
+    truth = np.stack(
+        [np.bincount(p, minlength=4) for p in logits.argmax(1).reshape(5, n).numpy()]
+    )
     assert np.abs(a - b).sum() <= 2 * int(near_tie.sum())
+    assert np.abs(a - truth).sum() <= 2 * int(near_tie.sum())
 
 
 class _SingleRow:

@@ -1,11 +1,14 @@
 """UCAN's pattern-fixed anisotropic noise."""
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
 
 from smoothlearn import SmoothedClassifier
-from smoothlearn.strategies import UCANPattern
+from smoothlearn.estimators._noisy_net import _per_row
+from smoothlearn.strategies import UCANInput, UCANPattern, UCANUniversal
 from smoothlearn.strategies.ucan_pattern import spatial_pattern
 
 from .conftest import linear_module
@@ -84,3 +87,166 @@ def test_training_uses_the_pattern_and_parameters_are_tunable(digits):
     np.testing.assert_allclose(clf.net_.noise_scale.numpy(), expected, rtol=1e-6)
     assert clf.get_params()["strategy__kappa"] == 2.0
     assert clf.certify(X[200:204]).kind == "diagonal"
+
+
+# ---------------------------------------------------------------- generators
+def _trained_linear(strategy, noise, shape, seed=0):
+    """A linear base classifier trained with a UCAN generator on separable data."""
+    rng = np.random.RandomState(seed)
+    d = int(np.prod(shape))
+    w_true = rng.randn(d)
+    X = rng.randn(300, *shape).astype(np.float32)
+    y = (X.reshape(300, -1) @ w_true > 0).astype(int)
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(d, 2))
+    clf = SmoothedClassifier(
+        module,
+        strategy=strategy,
+        noise=noise,
+        sigma=0.3,
+        max_epochs=4,
+        lr=0.02,
+        n=20_000,
+        random_state=seed,
+    ).fit(X, y)
+    layer = clf.net_.module_[1]
+    w = (layer.weight[1] - layer.weight[0]).detach().double().numpy()
+    b = float((layer.bias[1] - layer.bias[0]).detach())
+    return clf, X[:40], w, b
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "uniform", "laplace"])
+@pytest.mark.parametrize(
+    "strategy, shape",
+    [
+        # a light variance term: on separable data the defaults saturate every
+        # multiplier at gamma, and the test wants anisotropic noise
+        (UCANUniversal(variance_weight=0.01), (25,)),
+        (UCANInput(variance_weight=0.01), (25,)),
+        (UCANInput(variance_weight=0.01), (1, 5, 5)),
+    ],
+    ids=["universal", "input-flat", "input-image"],
+)
+def test_generator_certificates_are_sound_on_a_linear_classifier(
+    strategy, shape, noise
+):
+    clf, X, w, b = _trained_linear(strategy, noise, shape)
+    offset, scale = clf.noise_parameters(X)
+    assert np.ptp(scale) > 1e-3  # the trained generator made the noise anisotropic
+    cert = clf.certify(X)
+    flat = X.reshape(len(X), -1).astype(np.float64)
+    # g(x') = 1[w.(x' + mu) + b > 0]: the offset shifts the smoothed boundary,
+    # the region stays centred on x
+    shifted = flat @ w + offset.reshape(len(X), -1) @ w + b
+    ok = ~cert.abstained
+    assert ok.mean() > 0.6
+    np.testing.assert_array_equal(cert.label[ok], (shifted[ok] > 0).astype(int))
+    np.testing.assert_allclose(cert.center, flat, rtol=0, atol=0)
+    np.testing.assert_allclose(cert.scale, scale.reshape(len(X), -1), rtol=1e-6)
+    rho = cert.c * cert.gap
+    if noise == "gaussian":
+        reach = rho * np.linalg.norm(cert.scale * w, axis=1)
+    else:
+        reach = rho * np.max(np.abs(w) * cert.scale, axis=1)
+    assert (reach[ok] <= np.abs(shifted[ok])).all()
+    # UCAN Corollary 3.3 (inscribed radius) and the ALM (proxy radius)
+    np.testing.assert_allclose(cert.radius[ok], rho[ok] * cert.scale[ok].min(axis=1))
+    alm = rho * np.exp(np.log(cert.scale).mean(axis=1))
+    np.testing.assert_allclose(cert.proxy_radius[ok], alm[ok], rtol=1e-9)
+
+
+def test_universal_generator_raises_mean_sigma_and_keeps_accuracy(digits):
+    """Trained on digits, the universal generator raises the mean noise by more than
+    half while the smoothed accuracy stays within 5 points of the isotropic net's."""
+    X, y = digits
+    fit = {"sigma": 0.25, "max_epochs": 20, "n": 2000, "random_state": 0}
+    cohen = SmoothedClassifier(**fit).fit(X[:1500], y[:1500])
+    ucan = SmoothedClassifier(strategy="ucan_universal", **fit).fit(X[:1500], y[:1500])
+    offset, scale = ucan.noise_parameters(X[1500:1501])
+    assert scale.mean() > 1.5 * 0.25
+    assert (scale <= 0.25 * 5.0).all() and (scale >= 0.25 * 0.05).all()
+    assert ucan.strategy_.generator_ is ucan.noise_generator_
+    acc = [(clf.predict(X[1500:1700]) == y[1500:1700]).mean() for clf in (cohen, ucan)]
+    assert acc[1] >= acc[0] - 0.05, acc
+
+
+def test_input_generator_is_data_dependent_and_memory_checked(digits):
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy="ucan_input", max_epochs=2, n=500, random_state=0
+    ).fit(X[:300], y[:300])
+    assert clf.strategy_.data_dependent
+    cert = clf.certify(X[300:340])
+    assert clf.memory_.n_seen_ == 40
+    assert cert.kind == "diagonal"
+    offset, scale = clf.noise_parameters(X[300:302])
+    assert not np.allclose(scale[0], scale[1])  # one scale per input
+    with pytest.warns(UserWarning, match="not sound"):
+        clf.set_params(memory=None).certify(X[300:302])
+
+
+def test_generator_parameters_are_tunable_and_validated(digits):
+    X, y = digits
+    clf = SmoothedClassifier(strategy=UCANUniversal(), max_epochs=3, n=200)
+    clf.set_params(strategy__gamma=2.0, strategy__floor=0.5, random_state=0)
+    assert clf.get_params()["strategy__gamma"] == 2.0
+    clf.fit(X[:200], y[:200])
+    assert clf.noise_generator_.bounds.gamma == 2.0
+    _, scale = clf.noise_parameters(X[:1])
+    assert (scale > 0.25 * 0.5).all() and (scale < 0.25 * 2.0).all()
+    bad = SmoothedClassifier(strategy=UCANInput(gamma=1.0, floor=1.0), max_epochs=1)
+    with pytest.raises(ValueError, match="floor must be smaller than gamma"):
+        bad.fit(X[:20], y[:20])
+    assert not hasattr(bad, "net_")
+
+
+def test_generators_are_saved_and_restored_with_the_estimator(digits, tmp_path):
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy="ucan_input", max_epochs=2, n=500, random_state=0
+    ).fit(X[:200], y[:200])
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps(clf))
+    restored = pickle.loads(path.read_bytes())
+    for a, b in zip(
+        clf.noise_generator_.state_dict().values(),
+        restored.noise_generator_.state_dict().values(),
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert restored.strategy_.generator_ is restored.noise_generator_
+    first, second = clf.certify(X[200:210]), restored.certify(X[200:210])
+    np.testing.assert_array_equal(first.label, second.label)
+    np.testing.assert_array_equal(first.scale, second.scale)
+
+
+def test_other_training_methods_see_per_input_noise(digits):
+    """Consistency, MACER and SmoothAdv draw noise for copies of the batch; an
+    input-dependent scale must follow each input to its copies."""
+    base = torch.arange(3.0).reshape(3, 1) + torch.zeros(3, 4)
+    flat = _per_row(base, (6, 4), 3)  # input-major copies, as training._repeat
+    np.testing.assert_array_equal(flat[:, 0].numpy(), [0, 0, 1, 1, 2, 2])
+    stacked = _per_row(base, (3, 2, 4), 3)
+    assert stacked.shape == (3, 1, 4) and stacked[2, 0, 0] == 2
+    assert _per_row(base[:1], (6, 4), 3).shape == (1, 4)
+    X, y = digits
+    for training in ("consistency", "macer", "smoothadv"):
+        SmoothedClassifier(
+            strategy="ucan_input", training=training, max_epochs=1, n=100
+        ).fit(X[:64], y[:64])
+
+
+def test_noise_map_display_shows_sigma_and_mu(digits):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from smoothlearn.inspection import NoiseMapDisplay
+
+    X, y = digits
+    X = X.reshape(-1, 1, 8, 8)
+    clf = SmoothedClassifier(
+        strategy="ucan_input", max_epochs=2, n=200, random_state=0
+    ).fit(X[:200], y[:200])
+    display = NoiseMapDisplay.from_estimator(clf, X[:3])
+    assert display.axes_.shape == (3, 3)
+    _, scale = clf.noise_parameters(X[:3])
+    np.testing.assert_allclose(display.images_[1, 1].get_array(), scale[1, 0])
+    cohen = SmoothedClassifier(max_epochs=1, n=200).fit(X[:100], y[:100])
+    assert NoiseMapDisplay.from_estimator(cohen, X[:2]).axes_.shape == (2, 2)

@@ -28,17 +28,47 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
     training : BaseTraining, default=None
         The loss of a training batch (:mod:`smoothlearn.training`); noise
         augmentation when None.
+    noise_generator : torch.nn.Module, default=None
+        A UCAN noise parameter generator (:mod:`smoothlearn.strategies._generators`)
+        trained jointly with the module: the noise becomes
+        ``mu + noise_scale * m * z`` with ``(mu, m) = noise_generator(X)`` and the
+        loss gets ``-variance_weight * mean(m)`` (ucan.md section 4.2). Registered
+        as skorch's ``noise_generator_`` (moved to ``device``, in the optimiser,
+        saved with ``save_params``).
+    variance_weight : float, default=1.0
+        Weight of UCAN's variance term.
     **kwargs
         Passed to :class:`skorch.NeuralNetClassifier`.
     """
 
     def __init__(
-        self, module, *args, noise="gaussian", noise_scale=0.0, training=None, **kwargs
+        self,
+        module,
+        *args,
+        noise="gaussian",
+        noise_scale=0.0,
+        training=None,
+        noise_generator=None,
+        variance_weight=1.0,
+        **kwargs,
     ):
-        super().__init__(module, *args, **kwargs)
+        # set before skorch's __init__: afterwards skorch refuses a module
+        # attribute outside initialize_module
         self.noise = noise
         self.noise_scale = noise_scale
         self.training = training
+        self.noise_generator = noise_generator
+        self.variance_weight = variance_weight
+        super().__init__(module, *args, **kwargs)
+
+    def initialize_module(self):
+        super().initialize_module()
+        if self.noise_generator is not None:
+            generator = self.initialized_instance(
+                self.noise_generator, self.get_params_for("noise_generator")
+            )
+            self.noise_generator_ = generator.to(self.device)
+        return self
 
     def train_step_single(self, batch, **fit_params):
         self._set_training(True)
@@ -47,10 +77,19 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         yi = torch.as_tensor(yi, device=self.device)
         family = get_noise(self.noise)
         scale = torch.as_tensor(self.noise_scale, dtype=Xi.dtype, device=Xi.device)
+        offset = None
+        if self.noise_generator is not None:
+            self.noise_generator_.train()
+            offset, multiplier = self.noise_generator_(Xi)
+            scale = scale * multiplier
 
         def sample_noise(shape):
             z = family.sample(tuple(shape), device=Xi.device, dtype=Xi.dtype)
-            return scale * z
+            if offset is None:
+                return scale * z
+            return _per_row(scale, shape, len(Xi)) * z + _per_row(
+                offset, shape, len(Xi)
+            )
 
         seen = []
 
@@ -75,5 +114,21 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
             epoch=max(len(self.history), 1),
             criterion=lambda y_pred, y: self.get_loss(y_pred, y, X=Xi, training=True),
         )
+        if self.noise_generator is not None:
+            # UCAN's variance term: the multipliers' mean, pushed up
+            loss = loss - self.variance_weight * multiplier.mean()
         loss.backward()
         return {"loss": loss, "y_pred": seen[0] if seen else None}
+
+
+def _per_row(values, shape, n_inputs):
+    """Per-input ``values`` (n_inputs or 1, *input) laid out for noise of ``shape``.
+
+    Training methods draw noise for copies of the batch either flat and
+    input-major, ``(n_inputs * k, *input)``, or as ``(n_inputs, k, *input)``.
+    """
+    if values.shape[0] == 1:  # the same for every input: broadcasts
+        return values if len(shape) == values.dim() else values.unsqueeze(1)
+    if len(shape) == values.dim():
+        return values.repeat_interleave(shape[0] // n_inputs, dim=0)
+    return values.unsqueeze(1)

@@ -87,13 +87,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         as ``module__<name>=value``, as in skorch. An instance is copied, never
         modified; with ``max_epochs=0`` it is used as given (pre-trained).
 
-    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'ucan_pattern'} or \
-            BaseStrategy, default='cohen'
+    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'ucan_pattern', \
+            'ucan_universal', 'ucan_input'} or BaseStrategy, default='cohen'
         How the smoothing scale is chosen. ``'cohen'`` (alias ``'fixed'``) is
         isotropic noise of standard deviation ``sigma`` for every input;
         ``'isotropic_dd'`` optimises an isotropic scale per input (Alfarra et
         al.), ``'ancer'`` a diagonal one (Eiras et al.); ``'ucan_pattern'`` is
-        UCAN's fixed spatial pattern (image inputs, used in training too). An instance's
+        UCAN's fixed spatial pattern (image inputs, used in training too);
+        ``'ucan_universal'`` and ``'ucan_input'`` are UCAN's noise generators,
+        trained with the network in ``fit`` (``noise_generator_``). An instance's
         parameters are reachable as ``strategy__<name>``. A strategy that
         trains nothing can be changed after ``fit`` with ``set_params``: the
         next ``certify`` uses it on the trained network.
@@ -197,6 +199,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         The resolved strategy (a fresh object or a clone of ``strategy``).
     training_ : BaseTraining
         The resolved training method.
+    noise_generator_ : torch.nn.Module or None
+        The trained UCAN noise generator (``'ucan_universal'``, ``'ucan_input'``),
+        else None. Saved and restored with the estimator (pickle, joblib).
     memory_ : MemoryCertifier
         The memory of data-dependent certificates (after the first such
         ``certify`` or ``predict``).
@@ -388,6 +393,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.input_shape_ = input_shape
         self.noise_ = family
+        self.noise_generator_ = getattr(net, "noise_generator_", None)
+        if self.noise_generator_ is not None:
+            strategy.generator_ = self.noise_generator_
         self.strategy_ = strategy
         self.training_ = training
         self.net_ = net
@@ -406,6 +414,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             **self._network_params(),
         }
         scale = strategy.training_scale(self.sigma, input_shape)
+        if getattr(strategy, "trained_in_fit", False):
+            # UCAN: the noise generator trains with the network
+            kwargs["noise_generator"] = strategy.build_generator(input_shape)
+            kwargs["variance_weight"] = strategy.variance_weight
         return NoisyNeuralNetClassifier(
             module,
             noise=family,
@@ -471,26 +483,35 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy.check(self.noise_, self.input_shape_)
         return strategy
 
-    def _block_counts(self, network, strategy, X_block, key, banks):
-        """Scales and the count tables of ``banks`` for one block of inputs."""
-        d = X_block.shape[1]
-        scale = strategy.scales(
+    def _block_scale(self, network, strategy, X_block, key):
+        """One block's answer from the strategy: ``scale`` [``basis``, ``offset``]."""
+        return strategy.scales(
             network,
             X_block,
             sigma=self.sigma,
             family=self.noise_,
-            bank=NoiseBank(key, OPTIMISATION, self.noise_, d),
+            bank=NoiseBank(key, OPTIMISATION, self.noise_, X_block.shape[1]),
             p_max=float(clopper_pearson_lower(self.n, self.n, self.alpha)),
         )
+
+    def _block_counts(self, network, strategy, X_block, key, banks):
+        """Scales and the count tables of ``banks`` for one block of inputs."""
+        d = X_block.shape[1]
+        scale = self._block_scale(network, strategy, X_block, key)
+        # UCAN's mean offset shifts the noise, not the certified region's centre
+        offset = scale.pop("offset", None)
+        noise_centre = X_block if offset is None else X_block + offset
         draws = {SELECTION: self.n0, ESTIMATION: self.n}
         counts = [
             count_classes(
                 network,
-                X_block,
+                noise_centre,
                 scale["scale"],
                 NoiseBank(key, bank_id, self.noise_, d),
                 draws[bank_id],
                 batch_size=self.batch_size,
+                basis=scale.get("basis"),
+                scale_rest=scale.get("scale_rest"),
             )
             for bank_id in banks
         ]
@@ -498,8 +519,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _fingerprint(self, strategy):
         """What determines a certificate, for checkpoint logs."""
+        generator = getattr(self, "noise_generator_", None)
         return {
             "network": network_digest(self.net_.module_),
+            "noise_generator": None if generator is None else network_digest(generator),
             "strategy": repr(strategy),
             "noise": self.noise_.name,
             "sigma": float(self.sigma),
@@ -633,6 +656,52 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             for i in range(0, len(X_flat), INPUT_BLOCK)
         ]
         return np.concatenate(counts)
+
+    def noise_parameters(self, X):
+        """The smoothing noise of each input: its mean offset and per-coordinate scale.
+
+        The noise added to ``x`` when certifying is ``offset + scale * z`` with
+        ``z`` from the noise family's standard form. The offset is zero except
+        for UCAN's generators; data-dependent strategies run their optimisation
+        (on the same draws as ``certify`` under a fixed ``random_state``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+
+        Returns
+        -------
+        offset, scale : ndarray of the shape of ``X``
+
+        Raises
+        ------
+        ValueError
+            For rotated scales (no per-coordinate form); use
+            ``certify(X).scale_matrix(i)``.
+        """
+        X_flat = self._validate_X(X)
+        strategy = self._certification_strategy()
+        network = self._network()
+        key = bank_key(self.random_state)
+        offsets, scales = [], []
+        for i in range(0, len(X_flat), INPUT_BLOCK):
+            X_block = X_flat[i : i + INPUT_BLOCK]
+            answer = self._block_scale(network, strategy, X_block, key)
+            if "basis" in answer:
+                raise ValueError(
+                    f"strategy {strategy.name!r} smooths along a rotated basis: its "
+                    "scale is not per coordinate; use certify(X).scale_matrix(i)."
+                )
+            scale = np.asarray(answer["scale"], dtype=np.float64)
+            scales.append(
+                np.broadcast_to(scale.reshape(len(X_block), -1), X_block.shape)
+            )
+            offsets.append(answer.get("offset", np.zeros_like(X_block)))
+        shape = (len(X_flat), *self.input_shape_)
+        return (
+            np.concatenate(offsets).reshape(shape).astype(np.float32),
+            np.concatenate(scales).reshape(shape),
+        )
 
     def predict(self, X):
         """Smoothed prediction by Cohen et al.'s PREDICT (may abstain).

@@ -10,6 +10,7 @@ from ._base import BaseStrategy
 from .ancer import ANCER
 from .cohen import Cohen
 from .isotropic_dd import IsotropicDD
+from .ucan_generators import UCANInput, UCANUniversal
 from .ucan_pattern import UCANPattern
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "Cohen",
     "IsotropicDD",
     "STRATEGIES",
+    "UCANInput",
     "UCANPattern",
+    "UCANUniversal",
     "get_strategy",
 ]
 
@@ -29,6 +32,8 @@ STRATEGIES = {
     "isotropic_dd": IsotropicDD,
     "ancer": ANCER,
     "ucan_pattern": UCANPattern,
+    "ucan_universal": UCANUniversal,
+    "ucan_input": UCANInput,
 }
 
 
