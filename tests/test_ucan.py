@@ -120,9 +120,9 @@ def _trained_linear(strategy, noise, shape, seed=0):
     [
         # a light variance term: on separable data the defaults saturate every
         # multiplier at gamma, and the test wants anisotropic noise
-        (UCANUniversal(variance_weight=0.01), (25,)),
-        (UCANInput(variance_weight=0.01), (25,)),
-        (UCANInput(variance_weight=0.01), (1, 5, 5)),
+        (UCANUniversal(variance_weight=0.01, lr=None), (25,)),
+        (UCANInput(variance_weight=0.01, lr=None), (25,)),
+        (UCANInput(variance_weight=0.01, lr=None), (1, 5, 5)),
     ],
     ids=["universal", "input-flat", "input-image"],
 )

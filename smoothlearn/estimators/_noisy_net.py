@@ -37,6 +37,9 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         saved with ``save_params``).
     variance_weight : float, default=1.0
         Weight of UCAN's variance term.
+    generator_lr : float, default=None
+        Learning rate of the noise generator's parameters (their own parameter
+        group); the network's ``lr`` when None.
     **kwargs
         Passed to :class:`skorch.NeuralNetClassifier`.
     """
@@ -50,6 +53,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         training=None,
         noise_generator=None,
         variance_weight=1.0,
+        generator_lr=None,
         **kwargs,
     ):
         # set before skorch's __init__: afterwards skorch refuses a module
@@ -59,6 +63,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         self.training = training
         self.noise_generator = noise_generator
         self.variance_weight = variance_weight
+        self.generator_lr = generator_lr
         super().__init__(module, *args, **kwargs)
 
     def initialize_module(self):
@@ -68,6 +73,18 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
                 self.noise_generator, self.get_params_for("noise_generator")
             )
             self.noise_generator_ = generator.to(self.device)
+        return self
+
+    def initialize_optimizer(self, *args, **kwargs):
+        super().initialize_optimizer(*args, **kwargs)
+        if self.noise_generator is not None and self.generator_lr is not None:
+            generator = list(self.noise_generator_.parameters())
+            ids = {id(p) for p in generator}
+            for group in self.optimizer_.param_groups:
+                group["params"] = [p for p in group["params"] if id(p) not in ids]
+            self.optimizer_.add_param_group(
+                {"params": generator, "lr": self.generator_lr}
+            )
         return self
 
     def train_step_single(self, batch, **fit_params):

@@ -418,6 +418,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             # UCAN: the noise generator trains with the network
             kwargs["noise_generator"] = strategy.build_generator(input_shape)
             kwargs["variance_weight"] = strategy.variance_weight
+            kwargs["generator_lr"] = strategy.lr
         return NoisyNeuralNetClassifier(
             module,
             noise=family,

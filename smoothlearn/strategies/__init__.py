@@ -10,6 +10,8 @@ from ._base import BaseStrategy
 from .ancer import ANCER
 from .cohen import Cohen
 from .isotropic_dd import IsotropicDD
+from .rancer import RANCER
+from .rddrs import RDDRS
 from .ucan_generators import UCANInput, UCANUniversal
 from .ucan_pattern import UCANPattern
 
@@ -18,6 +20,8 @@ __all__ = [
     "BaseStrategy",
     "Cohen",
     "IsotropicDD",
+    "RANCER",
+    "RDDRS",
     "STRATEGIES",
     "UCANInput",
     "UCANPattern",
@@ -31,6 +35,8 @@ STRATEGIES = {
     "fixed": Cohen,
     "isotropic_dd": IsotropicDD,
     "ancer": ANCER,
+    "rancer": RANCER,
+    "rddrs": RDDRS,
     "ucan_pattern": UCANPattern,
     "ucan_universal": UCANUniversal,
     "ucan_input": UCANInput,

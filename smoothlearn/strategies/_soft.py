@@ -8,9 +8,17 @@ family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
 
 from numbers import Integral, Real
 
+import torch
+
 from ..utils._sklearn_compat import Interval, StrOptions
 
-__all__ = ["OPTIMISER_CONSTRAINTS", "optimisation_draws", "resolve_clip", "soft_gap"]
+__all__ = [
+    "OPTIMISER_CONSTRAINTS",
+    "optimisation_draws",
+    "resolve_clip",
+    "soft_gap",
+    "volume_objective",
+]
 
 #: Parameter constraints shared by the strategies that optimise a scale.
 OPTIMISER_CONSTRAINTS = {
@@ -58,3 +66,15 @@ def soft_gap(network, X_t, perturb, z, family, clip):
     probs = network.probabilities(noisy.reshape(-1, d)).reshape(m, len(z), -1)
     top2 = probs.mean(dim=1).topk(2, dim=1).values.clamp(clip, 1.0 - clip)
     return family.soft_gap(top2[:, 0], top2[:, 1])
+
+
+def volume_objective(gap, mean_log_scale, smallest_scale, kappa):
+    """ANCER's relaxed objective (ancer.md section 6, appendix C), per input.
+
+    ``gap * gm(S) + kappa * min(S) * gap``: the proxy radius (geometric mean of
+    the scale's eigenvalues, ``exp(mean_log_scale)``, times the gap) plus
+    ``kappa`` times the inscribed radius. RANCER and RDDRS maximise it too
+    (rddrs.md eq. 5 writes ``sqrt(prod lambda)``, which overflows for image
+    sizes; we take the d-th root, as ANCER does).
+    """
+    return torch.exp(mean_log_scale) * gap + kappa * smallest_scale * gap

@@ -12,6 +12,7 @@ from ._soft import (
     optimisation_draws,
     resolve_clip,
     soft_gap,
+    volume_objective,
 )
 from .isotropic_dd import IsotropicDD
 
@@ -101,8 +102,9 @@ class ANCER(BaseStrategy):
                 z = optimisation_draws(bank, it, self.n_samples, offset, device)
                 gap = soft_gap(network, X_t, lambda z: theta * z, z, family, clip)
                 flat = theta.reshape(m, d)
-                proxy = torch.exp(torch.log(flat).mean(dim=1)) * gap
-                objective = proxy + self.kappa * flat.min(dim=1).values * gap
+                objective = volume_objective(
+                    gap, torch.log(flat).mean(dim=1), flat.min(dim=1).values, self.kappa
+                )
                 optimiser.zero_grad()
                 (-objective.sum()).backward()
                 optimiser.step()

@@ -41,6 +41,7 @@ class _GeneratorStrategy(BaseStrategy):
         "offset_bound": [Interval(Real, 0, None, closed="left")],
         "width": [Interval(Integral, 1, None, closed="left")],
         "variance_weight": [Interval(Real, 0, None, closed="left")],
+        "lr": [None, Interval(Real, 0, None, closed="neither")],
     }
 
     def check(self, family, input_shape=None):
@@ -99,6 +100,11 @@ class UCANUniversal(_GeneratorStrategy):
         paper's weight 1 drives every multiplier to ``gamma`` on digits (certified
         accuracy 8%); 0.3 still does, 0.1 trades well (see the issue-5 note).
 
+    lr : float or None, default=1e-4
+        Learning rate of the generator (its own optimiser parameter group);
+        the estimator's ``lr`` when None. The generator's outputs saturate at
+        their bounds (where tanh has no gradient left) at the network's 1e-3.
+
     Attributes
     ----------
     generator_ : UniversalNoiseGenerator
@@ -109,13 +115,20 @@ class UCANUniversal(_GeneratorStrategy):
     shared_scale = True
 
     def __init__(
-        self, gamma=5.0, floor=0.05, offset_bound=1.0, width=128, variance_weight=0.1
+        self,
+        gamma=5.0,
+        floor=0.05,
+        offset_bound=1.0,
+        width=128,
+        variance_weight=0.1,
+        lr=1e-4,
     ):
         self.gamma = gamma
         self.floor = floor
         self.offset_bound = offset_bound
         self.width = width
         self.variance_weight = variance_weight
+        self.lr = lr
 
     @property
     def name(self):
@@ -157,6 +170,11 @@ class UCANInput(_GeneratorStrategy):
         Weight of UCAN's variance term ``-mean(m)`` in the training loss (the
         paper's 1 costs 8 points of certified accuracy on digits; 0.3 costs 0-1).
 
+    lr : float or None, default=1e-4
+        Learning rate of the generator (its own optimiser parameter group);
+        the estimator's ``lr`` when None. The generator's outputs saturate at
+        their bounds (where tanh has no gradient left) at the network's 1e-3.
+
     Attributes
     ----------
     generator_ : InputNoiseGenerator
@@ -167,13 +185,20 @@ class UCANInput(_GeneratorStrategy):
     shared_scale = False
 
     def __init__(
-        self, gamma=2.0, floor=0.05, offset_bound=1.0, width=16, variance_weight=0.3
+        self,
+        gamma=2.0,
+        floor=0.05,
+        offset_bound=1.0,
+        width=16,
+        variance_weight=0.3,
+        lr=1e-4,
     ):
         self.gamma = gamma
         self.floor = floor
         self.offset_bound = offset_bound
         self.width = width
         self.variance_weight = variance_weight
+        self.lr = lr
 
     @property
     def name(self):

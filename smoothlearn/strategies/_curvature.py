@@ -1,0 +1,161 @@
+"""Curvature of the loss in the input: Hessians, their eigenvectors, Lanczos.
+
+RANCER (rancer.md section 3) rotates the smoothing noise into the eigenbasis of
+the Hessian of the cross-entropy loss with respect to the input at ``x``, taken
+at the base network's predicted label (certification never sees the true label).
+
+* Dense: ``torch.func.vmap(torch.func.hessian(loss))`` for a block of inputs,
+  symmetrised, then one batched ``eigh``: O(d^2) memory per input.
+* Rank k: batched Lanczos with full reorthogonalisation on Hessian-vector
+  products (one double backward pass for the whole block per iteration):
+  O(d k) memory per input. For piecewise-linear (ReLU) networks the Hessian is
+  ``J^T (diag(p) - p p^T) J`` almost everywhere, of rank at most K - 1, so
+  Lanczos exhausts its range within K steps; it then restarts from a new
+  direction orthogonal to what it has (eigenvalue 0 there).
+
+Eigenvectors come in decreasing order of eigenvalue (largest curvature first).
+"""
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["curvature_basis", "input_hessians", "predicted_labels"]
+
+
+def predicted_labels(network, X_t):
+    """The base network's predicted class at each clean input."""
+    network.module.eval()
+    with torch.no_grad():  # not inference mode: the labels enter autograd graphs
+        return network.logits(X_t).argmax(dim=1)
+
+
+def _loss_of_one(network):
+    def loss(x, label):
+        return F.cross_entropy(network.logits(x[None]), label[None])
+
+    return loss
+
+
+def input_hessians(network, X_t, labels):
+    """Dense, symmetrised Hessians of the cross-entropy in the input, (m, d, d)."""
+    network.module.eval()
+    hessian = torch.func.vmap(torch.func.hessian(_loss_of_one(network)))
+    with torch.enable_grad():
+        H = hessian(X_t.detach(), labels)
+    return (H + H.transpose(1, 2)).detach() / 2
+
+
+def hessian_vector_products(network, X_t, labels):
+    """``hvp(V)``: ``H_i v_i`` for each input, ``V`` of shape (m, d)."""
+    network.module.eval()
+    x = X_t.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        # inputs are independent (eval mode): the gradient of the summed loss
+        # holds each input's own gradient
+        loss = F.cross_entropy(network.logits(x), labels, reduction="sum")
+        (grad,) = torch.autograd.grad(loss, x, create_graph=True)
+
+    def hvp(V):
+        with torch.enable_grad():
+            (out,) = torch.autograd.grad(grad, x, grad_outputs=V, retain_graph=True)
+        return out.detach()
+
+    return hvp
+
+
+def _orthogonalise(w, Q):
+    """``w`` minus its projection on the columns already in ``Q`` (twice: stable)."""
+    for _ in range(2):
+        w = w - torch.einsum("mjd,mj->md", Q, torch.einsum("mjd,md->mj", Q, w))
+    return w
+
+
+def lanczos_top_eigenvectors(hvp, m, d, rank, generator, n_steps=None, dtype=None):
+    """Top-``rank`` eigenpairs of symmetric operators by batched Lanczos.
+
+    Parameters
+    ----------
+    hvp : callable
+        ``(m, d) -> (m, d)``, the products ``H_i v_i``.
+    m, d : int
+    rank : int
+    generator : torch.Generator
+        Start vectors and restarts (CPU).
+    n_steps : int, default=None
+        Krylov dimension; ``min(d, 2 * rank + 20)`` when None.
+
+    Returns
+    -------
+    eigenvalues : torch.Tensor of shape (m, rank), decreasing
+    eigenvectors : torch.Tensor of shape (m, d, rank), orthonormal columns
+    """
+    dtype = dtype or torch.float64
+    q = min(d, n_steps or 2 * rank + 20)
+    Q = torch.zeros(m, q, d, dtype=dtype)
+    alpha = torch.zeros(m, q, dtype=dtype)
+    beta = torch.zeros(m, q, dtype=dtype)
+
+    def fresh(j):
+        v = torch.randn(m, d, generator=generator, dtype=dtype)
+        v = _orthogonalise(v, Q[:, :j])
+        return v / v.norm(dim=1, keepdim=True)
+
+    Q[:, 0] = fresh(0)
+    for j in range(q):
+        v = Q[:, j]
+        w = hvp(v.to(torch.float32)).to(dtype)
+        alpha[:, j] = (w * v).sum(dim=1)
+        w = _orthogonalise(w, Q[:, : j + 1])
+        if j + 1 == q:
+            break
+        norm = w.norm(dim=1)
+        # an exhausted Krylov space (e.g. the K - 1 dimensional range of a ReLU
+        # network's Hessian): restart orthogonally; the coupling is then 0
+        scale = torch.finfo(dtype).eps ** 0.5 * alpha[:, : j + 1].abs().amax(dim=1)
+        broke = norm <= torch.clamp(scale, min=1e-30)
+        beta[:, j] = torch.where(broke, torch.zeros_like(norm), norm)
+        safe = torch.where(broke, torch.ones_like(norm), norm)
+        nxt = w / safe[:, None]
+        if broke.any():
+            nxt = torch.where(broke[:, None], fresh(j + 1), nxt)
+        Q[:, j + 1] = nxt
+    T = torch.diag_embed(alpha) + torch.diag_embed(beta[:, :-1], 1)
+    T = T + torch.diag_embed(beta[:, :-1], -1)
+    theta, S = torch.linalg.eigh(T)
+    order = torch.argsort(theta, dim=1, descending=True)[:, :rank]
+    values = torch.gather(theta, 1, order)
+    ritz = torch.gather(S, 2, order[:, None].expand(m, q, -1))
+    vectors = torch.einsum("mqd,mqk->mdk", Q, ritz)
+    # re-orthonormalise (Ritz vectors are orthonormal up to rounding)
+    vectors, _ = torch.linalg.qr(vectors)
+    return values, vectors
+
+
+def curvature_basis(network, X_t, rank, *, seed=0):
+    """The eigenbasis of the input Hessian of the loss at the predicted label.
+
+    Parameters
+    ----------
+    network : BaseNetwork
+    X_t : torch.Tensor of shape (m, d)
+    rank : int or None
+        None: every eigenvector (dense Hessians); k: the top k (Lanczos).
+    seed : int
+        Lanczos start vectors.
+
+    Returns
+    -------
+    eigenvalues : torch.Tensor of shape (m, k), decreasing
+    basis : torch.Tensor of shape (m, d, k), float32, orthonormal columns
+    """
+    m, d = X_t.shape
+    labels = predicted_labels(network, X_t)
+    if rank is None or rank >= d:
+        H = input_hessians(network, X_t, labels).double()
+        values, vectors = torch.linalg.eigh(H)
+        values, vectors = values.flip(1), vectors.flip(2)
+    else:
+        generator = torch.Generator().manual_seed(int(seed))
+        hvp = hessian_vector_products(network, X_t, labels)
+        values, vectors = lanczos_top_eigenvectors(hvp, m, d, rank, generator)
+    return values, vectors.to(device=X_t.device, dtype=torch.float32)
