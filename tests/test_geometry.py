@@ -190,3 +190,37 @@ def test_l1_paper_formula_would_be_unsound_here():
     # distance is 0.875, which is our bound
     assert ours == pytest.approx((1.5 / 1 + 1.5 / 4 - 1) * 1.0)
     assert paper > ours
+
+
+def test_rank_k_intersection_test_matches_the_dense_one():
+    """Rank-k rotated regions (and balls) take the (k_a + k_b)-sized K(t); it must
+    give the dense generalised-eigendecomposition value."""
+    from smoothlearn.geometry import _min_k_dense, _low_rank_form, min_k
+
+    rng = np.random.RandomState(0)
+    d, k = 30, 3
+    checked = 0
+    for trial in range(20):
+        regions = []
+        for kind in ("rank-k", "rank-k" if trial % 2 else "ball"):
+            centre = rng.randn(d) * rng.uniform(0.05, 0.5)
+            if kind == "ball":
+                regions.append(Region(centre, 1.0, float(rng.uniform(0.3, 1.0))))
+                continue
+            u = np.linalg.qr(rng.randn(d, k))[0]
+            regions.append(
+                Region(
+                    centre,
+                    rng.uniform(0.5, 2.0),
+                    rng.uniform(0.1, 3.0, k),
+                    basis=u,
+                    scale_rest=rng.uniform(0.2, 1.0),
+                )
+            )
+        a, b = regions
+        assert _low_rank_form(a) is not None and _low_rank_form(b) is not None
+        fast = min_k(a, b)
+        dense = _min_k_dense(b.center - a.center, a, b)
+        assert fast == pytest.approx(dense, abs=1e-7)
+        checked += fast < 0
+    assert 0 < checked < 20  # both disjoint and intersecting pairs were seen

@@ -1,4 +1,4 @@
-"""RDDRS: a full SPD smoothing scale by Riemannian gradient ascent (rddrs.md section 3)."""
+"""RDDRS: a full SPD smoothing scale by Riemannian gradient ascent (rddrs.md §3)."""
 
 from numbers import Integral, Real
 
