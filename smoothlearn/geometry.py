@@ -176,7 +176,7 @@ def min_k(region_a, region_b):
 
 
 def _low_rank_form(region):
-    """``(c, U, D)`` with ``M = c I + U diag(D) U^T``, or None (diagonal, full basis)."""
+    """``(c, U, D)`` with ``M = c I + U diag(D) U^T``; None if diagonal or full."""
     if not region.is_rotated:
         if np.ndim(region.scale) == 0 or np.size(region.scale) == 1:
             c = float(region.semi_axes()[0]) ** 2

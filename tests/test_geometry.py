@@ -195,7 +195,7 @@ def test_l1_paper_formula_would_be_unsound_here():
 def test_rank_k_intersection_test_matches_the_dense_one():
     """Rank-k rotated regions (and balls) take the (k_a + k_b)-sized K(t); it must
     give the dense generalised-eigendecomposition value."""
-    from smoothlearn.geometry import _min_k_dense, _low_rank_form, min_k
+    from smoothlearn.geometry import _low_rank_form, _min_k_dense, min_k
 
     rng = np.random.RandomState(0)
     d, k = 30, 3

@@ -127,7 +127,7 @@ class RDDRS(BaseStrategy):
         return IsotropicDD() if self.isotropic is None else self.isotropic
 
     def optimise(self, network, X_t, basis, sigma_star, *, family, bank, offset, p_max):
-        """``A`` (m, k, k) on the subspace (all of R^d when ``basis`` is None), ``r``."""
+        """``A`` (m, k, k) on the subspace (all of R^d without a basis) and ``r``."""
         m, d = X_t.shape
         k = d if basis is None else basis.shape[2]
         floor = torch.as_tensor(sigma_star, dtype=torch.float64, device=X_t.device)
