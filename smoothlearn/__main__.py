@@ -257,13 +257,18 @@ def run(args):
     os.makedirs(args.out, exist_ok=True)
     strategies = args.strategy
     if strategies is None:
-        # the defaults that can smooth these inputs (ucan_pattern needs images)
+        # the defaults that can smooth these inputs with this noise
+        # (ucan_pattern needs images, rancer and rddrs gaussian noise)
+        from .noise import get_noise
+
         strategies = []
         for name in args.default_strategies:
             try:
-                get_strategy(name).check_input_shape(tuple(data.X_train.shape[1:]))
-            except ValueError:
-                _log(args, f"skipping {name}: it needs image inputs (--images)")
+                get_strategy(name).check(
+                    get_noise(args.noise), tuple(data.X_train.shape[1:])
+                )
+            except ValueError as exc:
+                _log(args, f"skipping {name}: {exc}")
             else:
                 strategies.append(name)
     # UCAN's generators train with their network: each gets its own model

@@ -87,12 +87,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         as ``module__<name>=value``, as in skorch. An instance is copied, never
         modified; with ``max_epochs=0`` it is used as given (pre-trained).
 
-    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'ucan_pattern', \
-            'ucan_universal', 'ucan_input'} or BaseStrategy, default='cohen'
+    strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'rancer', 'rddrs', \
+            'ucan_pattern', 'ucan_universal', 'ucan_input'} or BaseStrategy, \
+            default='cohen'
         How the smoothing scale is chosen. ``'cohen'`` (alias ``'fixed'``) is
         isotropic noise of standard deviation ``sigma`` for every input;
         ``'isotropic_dd'`` optimises an isotropic scale per input (Alfarra et
-        al.), ``'ancer'`` a diagonal one (Eiras et al.); ``'ucan_pattern'`` is
+        al.), ``'ancer'`` a diagonal one (Eiras et al.), ``'rancer'`` a diagonal
+        one in the eigenbasis of the loss's input Hessian and ``'rddrs'`` a full
+        SPD one (gaussian only; ``strategy__rank`` for O(d k) scales);
+        ``'ucan_pattern'`` is
         UCAN's fixed spatial pattern (image inputs, used in training too);
         ``'ucan_universal'`` and ``'ucan_input'`` are UCAN's noise generators,
         trained with the network in ``fit`` (``noise_generator_``). An instance's
