@@ -6,7 +6,6 @@ import numpy as np
 import torch
 
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._base import BaseStrategy
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -14,12 +13,12 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import IsotropicDD
+from .isotropic_dd import StartsFromIsotropic
 
 __all__ = ["ANCER"]
 
 
-class ANCER(BaseStrategy):
+class ANCER(StartsFromIsotropic):
     """Per-input diagonal scale ``diag(theta_x)`` maximising the certified volume.
 
     ANCER's relaxed problem (ancer.md section 6 and appendix C)::
@@ -79,13 +78,6 @@ class ANCER(BaseStrategy):
     def name(self):
         return "ancer"
 
-    def check(self, family, input_shape=None):
-        super().check(family, input_shape)
-        self._isotropic().check(family, input_shape)
-
-    def _isotropic(self):
-        return IsotropicDD() if self.isotropic is None else self.isotropic
-
     def optimise(self, network, X, theta_iso, *, family, bank, offset=0, p_max=None):
         """The optimised ``theta_x`` of each input, shape (m, d)."""
         device = network.device
@@ -115,10 +107,7 @@ class ANCER(BaseStrategy):
         return theta.detach().reshape(m, d).cpu().numpy().astype(np.float64)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        self._validate_params()
-        isotropic = self._isotropic()
-        isotropic._validate_params()
-        theta_iso = isotropic.optimise(
+        theta_iso, start = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         theta = self.optimise(
@@ -127,7 +116,7 @@ class ANCER(BaseStrategy):
             theta_iso,
             family=family,
             bank=bank,
-            offset=isotropic.n_draws(),
+            offset=start,
             p_max=p_max,
         )
         return {"scale": theta}

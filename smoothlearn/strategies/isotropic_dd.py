@@ -100,3 +100,29 @@ class IsotropicDD(BaseStrategy):
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         return {"scale": scale}
+
+
+class StartsFromIsotropic(BaseStrategy):
+    """Base of the strategies started from the isotropic data-dependent solution.
+
+    ANCER, RANCER and RDDRS hold an ``isotropic`` parameter (an
+    :class:`IsotropicDD`, its defaults when None) whose per-input sigma is
+    their start and floor.
+    """
+
+    def check(self, family, input_shape=None):
+        super().check(family, input_shape)
+        self._isotropic().check(family, input_shape)
+
+    def _isotropic(self):
+        return IsotropicDD() if self.isotropic is None else self.isotropic
+
+    def isotropic_start(self, network, X, *, sigma, family, bank, p_max):
+        """Validate; the isotropic sigma of each input and the bank rows it used."""
+        self._validate_params()
+        isotropic = self._isotropic()
+        isotropic._validate_params()
+        sigma0 = isotropic.optimise(
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+        )
+        return sigma0, isotropic.n_draws()

@@ -7,7 +7,6 @@ import torch
 
 from ..certify import rotated_noise
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._base import BaseStrategy
 from ._curvature import curvature_basis
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
@@ -16,7 +15,7 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import IsotropicDD
+from .isotropic_dd import StartsFromIsotropic
 
 __all__ = ["RANCER", "hessian_seed"]
 
@@ -27,7 +26,7 @@ def hessian_seed(bank):
     return int(seed.generate_state(1, np.uint32)[0])
 
 
-class RANCER(BaseStrategy):
+class RANCER(StartsFromIsotropic):
     """Per-input rotated scale ``U diag(s) U^T``, U the loss's Hessian eigenvectors.
 
     rancer.md Algorithm 1: ``U`` holds the eigenvectors of the Hessian of the
@@ -111,13 +110,6 @@ class RANCER(BaseStrategy):
     def name(self):
         return "rancer"
 
-    def check(self, family, input_shape=None):
-        super().check(family, input_shape)
-        self._isotropic().check(family, input_shape)
-
-    def _isotropic(self):
-        return IsotropicDD() if self.isotropic is None else self.isotropic
-
     def optimise(self, network, X_t, basis, sigma0, *, family, bank, offset, p_max):
         """In-basis scales ``s`` (m, k) and the remainder ``r`` (m,)."""
         m, d = X_t.shape
@@ -157,10 +149,7 @@ class RANCER(BaseStrategy):
         return theta[:, :k], theta[:, k]
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        self._validate_params()
-        isotropic = self._isotropic()
-        isotropic._validate_params()
-        sigma0 = isotropic.optimise(
+        sigma0, start = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         X_t = torch.as_tensor(
@@ -174,7 +163,7 @@ class RANCER(BaseStrategy):
             sigma0,
             family=family,
             bank=bank,
-            offset=isotropic.n_draws(),
+            offset=start,
             p_max=p_max,
         )
         if basis.shape[2] == X.shape[1]:

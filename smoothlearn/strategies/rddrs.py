@@ -6,7 +6,6 @@ import numpy as np
 import torch
 
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._base import BaseStrategy
 from ._curvature import curvature_basis
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
@@ -15,7 +14,7 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import IsotropicDD
+from .isotropic_dd import StartsFromIsotropic
 from .rancer import hessian_seed
 
 __all__ = ["RDDRS"]
@@ -40,7 +39,7 @@ def subspace_noise(z, basis, A, rest):
     return rest[:, None, None] * z + torch.einsum("mnl,mdl->mnd", coef, basis)
 
 
-class RDDRS(BaseStrategy):
+class RDDRS(StartsFromIsotropic):
     """Per-input full SPD scale ``C`` by Riemannian gradient ascent.
 
     rddrs.md section 3: maximise ``H(C) = gap * gm(C) + kappa * min(C) * gap``
@@ -119,13 +118,6 @@ class RDDRS(BaseStrategy):
     def name(self):
         return "rddrs"
 
-    def check(self, family, input_shape=None):
-        super().check(family, input_shape)
-        self._isotropic().check(family, input_shape)
-
-    def _isotropic(self):
-        return IsotropicDD() if self.isotropic is None else self.isotropic
-
     def optimise(self, network, X_t, basis, sigma_star, *, family, bank, offset, p_max):
         """``A`` (m, k, k) on the subspace (all of R^d without a basis) and ``r``."""
         m, d = X_t.shape
@@ -179,10 +171,7 @@ class RDDRS(BaseStrategy):
         return A, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        self._validate_params()
-        isotropic = self._isotropic()
-        isotropic._validate_params()
-        sigma_star = isotropic.optimise(
+        sigma_star, start = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         m, d = X.shape
@@ -199,7 +188,7 @@ class RDDRS(BaseStrategy):
             sigma_star,
             family=family,
             bank=bank,
-            offset=isotropic.n_draws(),
+            offset=start,
             p_max=p_max,
         )
         values, vectors = torch.linalg.eigh(A)
