@@ -119,18 +119,27 @@ class RDDRS(StartsFromIsotropic):
         return "rddrs"
 
     def optimise(self, network, X_t, basis, sigma_star, *, family, bank, offset, p_max):
-        """``A`` (m, k, k) on the subspace (all of R^d without a basis) and ``r``."""
+        """Eigen-pairs of ``A`` (m, k, k) on the subspace (all of R^d without a
+        basis) and ``r``: returns ``(values (m, k) ascending, vectors (m, k, k), r)``.
+
+        ``A`` is carried as its eigendecomposition, which the floor step
+        computes anyway: the volume terms' gradient is ``V diag(dH/dlambda) V^T``
+        (what ``eigvalsh``'s backward computes) and ``C^1/2 = V diag(lambda^1/2)
+        V^T``, so a step costs two ``eigh`` (exponential map, floor), not four.
+        """
         m, d = X_t.shape
         k = d if basis is None else basis.shape[2]
         floor = torch.as_tensor(sigma_star, dtype=torch.float64, device=X_t.device)
-        eye = torch.eye(k, dtype=torch.float64, device=X_t.device)
-        A = floor[:, None, None] * eye
+        values = floor[:, None].expand(m, k).clone()
+        vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).expand(m, k, k)
         rest = floor.clone()
         clip = resolve_clip(self.clip, p_max)
         network.module.eval()
         for it in range(self.n_iter):
             z = optimisation_draws(bank, it, self.n_samples, offset, X_t.device)
+            A = (vectors * values[:, None]) @ vectors.transpose(1, 2)
             A_var = A.float().requires_grad_(True)
+            values_var = values.clone().requires_grad_(True)
             r_var = rest.float().requires_grad_(True)
             with torch.enable_grad():
                 A_sym = (A_var + A_var.transpose(1, 2)) / 2
@@ -142,21 +151,23 @@ class RDDRS(StartsFromIsotropic):
                     family,
                     clip,
                 )
-                values = torch.linalg.eigvalsh(A_sym)
-                log_volume = torch.log(values).sum(dim=1)
-                smallest = values[:, 0]
+                log_volume = torch.log(values_var).sum(dim=1)
+                smallest = values_var[:, 0]
                 if k < d:
                     log_volume = log_volume + (d - k) * torch.log(r_var)
                     smallest = torch.minimum(smallest, r_var)
-                objective = volume_objective(gap, log_volume / d, smallest, self.kappa)
-                G, g_rest = torch.autograd.grad(
-                    objective.sum(), [A_var, r_var], allow_unused=True
+                objective = volume_objective(
+                    gap.double(), log_volume / d, smallest, self.kappa
+                )
+                G, g_values, g_rest = torch.autograd.grad(
+                    objective.sum(), [A_var, values_var, r_var], allow_unused=True
                 )
                 if g_rest is None:  # a full C: no complement
                     g_rest = torch.zeros_like(r_var)
             with torch.no_grad():
-                G = (G.double() + G.double().transpose(1, 2)) / 2
-                root = _sym_function(A, torch.sqrt)
+                G = G.double() + (vectors * g_values[:, None]) @ vectors.transpose(1, 2)
+                G = (G + G.transpose(1, 2)) / 2
+                root = (vectors * values.sqrt()[:, None]) @ vectors.transpose(1, 2)
                 M = root @ G @ root  # C^1/2 G C^1/2; ||C G C||_C = ||M||_F
                 g_rest = g_rest.double() * rest  # r g: its norm on the positive reals
                 norm = torch.sqrt((M**2).sum(dim=(1, 2)) + (k < d) * g_rest**2)
@@ -166,9 +177,8 @@ class RDDRS(StartsFromIsotropic):
                 # eigenvalues at least sigma* (the paper's constraint)
                 values, vectors = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
                 values = torch.maximum(values, floor[:, None])
-                A = (vectors * values[:, None]) @ vectors.transpose(1, 2)
                 rest = torch.maximum(rest, floor)
-        return A, rest
+        return values, vectors, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         sigma_star, start = self.isotropic_start(
@@ -181,7 +191,7 @@ class RDDRS(StartsFromIsotropic):
         basis = None
         if self.rank is not None and self.rank < d:
             _, basis = curvature_basis(network, X_t, self.rank, seed=hessian_seed(bank))
-        A, rest = self.optimise(
+        values, vectors, rest = self.optimise(
             network,
             X_t,
             basis,
@@ -191,7 +201,6 @@ class RDDRS(StartsFromIsotropic):
             offset=start,
             p_max=p_max,
         )
-        values, vectors = torch.linalg.eigh(A)
         values, vectors = values.flip(1), vectors.flip(2)
         if basis is not None:
             vectors = basis.double() @ vectors
