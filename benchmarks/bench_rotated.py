@@ -10,9 +10,9 @@ runs in a fresh subprocess that resets the kernel's RSS high-water mark through
 /proc/self/clear_refs after loading and reads VmHWM after certifying; loading's
 own peak would otherwise hide the certification's).
 
-    python benchmarks/bench_rotated.py --n-test 32 --n 10000
+    python benchmarks/bench_rotated.py --n-test 16 --n 5000
     python benchmarks/bench_rotated.py --data /usr/share/datasets/fashion-mnist \\
-        --n-train 10000 --n-test 8 --n 10000 --rank 9
+        --n-train 5000 --n-test 8 --n 2000 --epochs 3   # about 5 min on 2 cores
 """
 
 import argparse
