@@ -63,13 +63,25 @@ class RDDRS(StartsFromIsotropic):
     ``rank=k``: ``C = Q A Q^T + r (I - Q Q^T)`` with ``Q`` the top-k
     eigenvectors of the loss's input Hessian (as :class:`RANCER`, also
     equivariant), ``A`` a k x k SPD matrix (same ascent) and ``r > 0`` (the
-    same metric on the positive reals): O(d k) per certificate. Our extension;
-    the paper's method is ``rank=None`` (a dense d x d ``C``).
+    affine-invariant metric of the positive reals, ``(dr / r)^2``): O(d k) per
+    certificate. Our extension; the paper's method is ``rank=None`` (a dense
+    d x d ``C``). ``r`` is weighed as one direction, not as the ``d - k``
+    eigenvalues of ``C`` it stands for, so it takes the larger share of each
+    step: on digits (d=64, rank 9) this gave AC R~ 0.689 where the weighing
+    induced from ``C`` gave 0.346, as dense ``C`` does (0.357).
 
     Parameters
     ----------
     lr : float, default=0.04
-        Geodesic length of one step.
+        Geodesic length of one step. A step of length ``lr`` spread over the
+        d eigenvalues of a dense ``C`` moves each log-eigenvalue by about
+        ``lr / sqrt(d)``, so dense ``C`` moves less as d grows; there is no
+        upper bound on ``C`` (the paper's problem has none) and a large
+        ``lr`` lets a few eigenvalues grow without limit. Measured with
+        dense ``C``: on digits ``lr=0.8`` raised AC R~ from 0.357 to 0.608
+        (eigenvalues up to 621) and ``lr=3.2`` diverged; on Fashion-MNIST
+        ``lr=0.4`` dropped it from 0.574 to 0.050. Tune it per dataset
+        (``strategy__lr``).
     n_iter : int, default=100
     n_samples : int, default=100
         Noise draws per input and step.
