@@ -28,9 +28,8 @@ import joblib, numpy as np
 from smoothlearn.strategies import ANCER, RANCER, RDDRS
 from smoothlearn.metrics import average_certified_radius, certified_accuracy
 clf, X, y, spec, radii = joblib.load(sys.argv[1])
-name, rank = spec
-strategies = {"ancer": ANCER, "rancer": RANCER, "rddrs": RDDRS}
-strategy = strategies[name]() if rank is None else strategies[name](rank=rank)
+name, params = spec
+strategy = {"ancer": ANCER, "rancer": RANCER, "rddrs": RDDRS}[name](**params)
 def status_kib(field):
     for line in open("/proc/self/status"):
         if line.startswith(field + ":"):
@@ -68,6 +67,9 @@ def main():
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--rank", type=int, default=9)
+    parser.add_argument(
+        "--rddrs-lr", type=float, default=None, help="RDDRS step (its default if unset)"
+    )
     parser.add_argument("--radii", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0])
     parser.add_argument(
         "--skip-dense",
@@ -83,11 +85,14 @@ def main():
     clf = SmoothedClassifier(
         sigma=0.25, n=args.n, max_epochs=args.epochs, random_state=0
     ).fit(X_train, y_train)
-    specs = [("ancer", None)]
+    specs = [("ancer", {})]
     for name in ("rancer", "rddrs"):
+        params = (
+            {} if name == "rancer" or args.rddrs_lr is None else {"lr": args.rddrs_lr}
+        )
         if name not in args.skip_dense:
-            specs.append((name, None))
-        specs.append((name, args.rank))
+            specs.append((name, params))
+        specs.append((name, {**params, "rank": args.rank}))
     print(f"data={data.name} d={X.shape[1]} test={len(X)} n={args.n} rank={args.rank}")
     print(
         " | ".join(
@@ -108,7 +113,7 @@ def main():
         ).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ancer_seconds = ancer_seconds or r["s"]
-        label = spec[0] + ("" if spec[1] is None else f" rank {spec[1]}")
+        label = " ".join([spec[0]] + [f"{k} {v}" for k, v in spec[1].items()])
         print(
             " | ".join(
                 [label]
