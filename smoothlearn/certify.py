@@ -176,6 +176,12 @@ class BaseNetwork:
             self._first_linear = found if found is not None else False
         return self._first_linear or None
 
+    def inputs(self, X):
+        """``X`` (m, n_features) as a contiguous float32 tensor on the device."""
+        return torch.as_tensor(
+            np.ascontiguousarray(X, dtype=np.float32), device=self.device
+        )
+
     def logits(self, x_flat):
         out = self.module(x_flat.reshape(-1, *self.input_shape))
         return out[0] if isinstance(out, tuple) else out
@@ -263,7 +269,7 @@ def count_classes(
         return counts.cpu().numpy()
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
-    X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
+    X_t = network.inputs(X)
     if basis is not None:
         return _count_rotated(
             network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, progress

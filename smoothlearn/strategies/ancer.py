@@ -82,7 +82,7 @@ class ANCER(StartsFromIsotropic):
         """The optimised ``theta_x`` of each input, shape (m, d)."""
         device = network.device
         m, d = X.shape
-        X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
+        X_t = network.inputs(X)
         floor = torch.as_tensor(theta_iso, dtype=torch.float32, device=device)
         floor = floor.reshape(m, 1, 1).expand(m, 1, d).clone()
         theta = floor.clone().requires_grad_(True)

@@ -73,7 +73,7 @@ class IsotropicDD(BaseStrategy):
     def optimise(self, network, X, *, sigma, family, bank, offset=0, p_max=None):
         """The optimised ``sigma_x`` of each input, shape (m,)."""
         device = network.device
-        X_t = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32), device=device)
+        X_t = network.inputs(X)
         sig = torch.full(
             (len(X), 1, 1), float(sigma), device=device, requires_grad=True
         )

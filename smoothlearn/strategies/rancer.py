@@ -152,9 +152,7 @@ class RANCER(StartsFromIsotropic):
         sigma0, start = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
-        X_t = torch.as_tensor(
-            np.ascontiguousarray(X, dtype=np.float32), device=network.device
-        )
+        X_t = network.inputs(X)
         _, basis = curvature_basis(network, X_t, self.rank, seed=hessian_seed(bank))
         s, rest = self.optimise(
             network,

@@ -2,7 +2,6 @@
 
 from numbers import Integral, Real
 
-import numpy as np
 import torch
 
 from ..utils._sklearn_compat import HasMethods, Interval
@@ -197,9 +196,7 @@ class RDDRS(StartsFromIsotropic):
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         m, d = X.shape
-        X_t = torch.as_tensor(
-            np.ascontiguousarray(X, dtype=np.float32), device=network.device
-        )
+        X_t = network.inputs(X)
         basis = None
         if self.rank is not None and self.rank < d:
             _, basis = curvature_basis(network, X_t, self.rank, seed=hessian_seed(bank))

@@ -52,9 +52,18 @@ class _GeneratorStrategy(BaseStrategy):
                 f"gamma={self.gamma}."
             )
 
+    #: the generator module class, built with the strategy's parameters
+    generator_class = None
+
     def build_generator(self, input_shape):
         """A new, untrained generator for inputs of ``input_shape``."""
-        raise NotImplementedError  # abstract
+        return self.generator_class(
+            input_shape,
+            width=self.width,
+            gamma=self.gamma,
+            floor=self.floor,
+            offset_bound=self.offset_bound,
+        )
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         generator = getattr(self, "generator_", None)
@@ -99,7 +108,6 @@ class UCANUniversal(_GeneratorStrategy):
         Weight of UCAN's variance term ``-mean(m)`` in the training loss. The
         paper's weight 1 drives every multiplier to ``gamma`` on digits (certified
         accuracy 8%); 0.3 still does, 0.1 trades well (see the issue-5 note).
-
     lr : float or None, default=1e-4
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
@@ -113,6 +121,7 @@ class UCANUniversal(_GeneratorStrategy):
 
     data_dependent = False
     shared_scale = True
+    generator_class = UniversalNoiseGenerator
 
     def __init__(
         self,
@@ -133,15 +142,6 @@ class UCANUniversal(_GeneratorStrategy):
     @property
     def name(self):
         return "ucan_universal"
-
-    def build_generator(self, input_shape):
-        return UniversalNoiseGenerator(
-            input_shape,
-            width=self.width,
-            gamma=self.gamma,
-            floor=self.floor,
-            offset_bound=self.offset_bound,
-        )
 
 
 class UCANInput(_GeneratorStrategy):
@@ -169,7 +169,6 @@ class UCANInput(_GeneratorStrategy):
     variance_weight : float, default=0.3
         Weight of UCAN's variance term ``-mean(m)`` in the training loss (the
         paper's 1 costs 8 points of certified accuracy on digits; 0.3 costs 0-1).
-
     lr : float or None, default=1e-4
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
@@ -183,6 +182,7 @@ class UCANInput(_GeneratorStrategy):
 
     data_dependent = True
     shared_scale = False
+    generator_class = InputNoiseGenerator
 
     def __init__(
         self,
@@ -203,12 +203,3 @@ class UCANInput(_GeneratorStrategy):
     @property
     def name(self):
         return "ucan_input"
-
-    def build_generator(self, input_shape):
-        return InputNoiseGenerator(
-            input_shape,
-            width=self.width,
-            gamma=self.gamma,
-            floor=self.floor,
-            offset_bound=self.offset_bound,
-        )
