@@ -102,6 +102,20 @@ class Region:
         rest = v - coef @ u.T
         return (coef / self.semi_axes()) @ u.T + rest / (self.rho * self.scale_rest)
 
+    def stretch(self, v):
+        """``T v`` for ``v`` of shape (..., d)."""
+        v = np.asarray(v, dtype=np.float64)
+        if not self.is_rotated:
+            return v * self.semi_axes()
+        u = self.basis
+        coef = v @ u
+        rest = v - coef @ u.T
+        return (coef * self.semi_axes()) @ u.T + rest * (self.rho * self.scale_rest)
+
+    def matrix(self):
+        """Dense ``T = rho S`` (d x d, symmetric)."""
+        return self.stretch(np.eye(self.d))
+
     def covariance(self):
         """Dense ``M = T T^T`` (d x d)."""
         if not self.is_rotated:
@@ -127,52 +141,106 @@ def contains_point(region, x):
     return bool(np.linalg.norm(region.whiten(x - region.center), ord=ord_) <= 1.0)
 
 
+def support_extent(region, v):
+    """``max over x in region of v.(x - center)``: the support function at ``v``.
+
+    ``||T v||`` in the dual norm (``T = rho S`` is symmetric): l2 for an
+    ellipsoid, the max-norm for an l1 cross-polytope.
+    """
+    stretched = region.stretch(v)
+    return float(np.linalg.norm(stretched, ord=2 if region.norm == "l2" else np.inf))
+
+
+#: Relative margin a separating hyperplane must clear before two regions count
+#: as disjoint, or a distance as certain: far above float64 rounding of the
+#: few dot products involved (about ``d * 1e-16``), far below any radius that
+#: matters.
+SEPARATION_MARGIN = 1e-9
+
+
 def _minimise_k(k_of_t):
-    """Minimum of a convex K on (0, 1)."""
+    """``(min K, argmin t)`` of a convex K on (0, 1)."""
     result = minimize_scalar(
         k_of_t, bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-10}
     )
-    return float(result.fun)
+    return float(result.fun), float(result.x)
 
 
-def ellipsoids_disjoint(region_a, region_b, *, tolerance=1e-9):
-    """Whether two ellipsoids (or their l2 over-approximations) are disjoint.
+def ellipsoids_disjoint(region_a, region_b, *, tolerance=SEPARATION_MARGIN):
+    """Whether two regions are disjoint, erring only towards "they intersect".
 
-    l1 regions ``{||T^-1 (x - a)||_1 <= 1}`` are over-approximated by the
-    ellipsoids ``{||T^-1 (x - a)||_2 <= 1}`` (ANCER App. D.3): disjoint
-    over-approximations imply disjoint regions.
-
-    Returns True only when ``min K(t) < -tolerance``: near-touching pairs
-    count as intersecting, the sound side for the memory.
+    The convex ``K(t)`` of :func:`min_k` proposes a ``t`` (l1 regions are
+    over-approximated by the ellipsoids ``{||T^-1 (x - a)||_2 <= 1}``, ANCER
+    App. D.3); where ``K(t) < 0`` the direction ``v = M(t)^-1 d`` separates the
+    ellipsoids (Cauchy-Schwarz on ``(1 - t) v^T M_A v + t v^T M_B v = v^T d``).
+    That witness is then re-checked on the regions themselves:
+    ``v.d - h_A(v) - h_B(v)`` (support functions, :func:`support_extent`) must
+    exceed ``tolerance`` times the size of the terms, so rounding in ``K`` (ill
+    conditioned scales, near-touching pairs) can only make a disjoint pair
+    count as intersecting: the sound side for the memory.
     """
-    return min_k(region_a, region_b) < -tolerance
+    diff = region_b.center - region_a.center
+    k_of_t, direction = _k_function(diff, region_a, region_b)
+    value, t = _minimise_k(k_of_t)
+    if not value < 0.0:
+        return False
+    v = direction(t)
+    norm_v = float(np.linalg.norm(v))
+    if not np.isfinite(norm_v) or norm_v == 0.0:
+        return False
+    separation = float(v @ diff) - support_extent(region_a, v) - support_extent(
+        region_b, v
+    )
+    size = norm_v * (
+        float(np.linalg.norm(diff)) + region_a.circumradius + region_b.circumradius
+    )
+    return separation > tolerance * size
 
 
 def min_k(region_a, region_b):
     """``min_t K(t)`` of the pair (rancer.md eq. 5): negative iff disjoint.
 
     ``K(t) = 1 - t (1 - t) d^T ((1 - t) M_A + t M_B)^-1 d`` with ``M = T T^T``
-    and ``d`` the centres' difference. Three evaluations of the inner solve:
-    closed form for diagonal pairs (ancer.md D.2); for isotropic or rank-k
-    rotated pairs (``M = c I + U D U^T``) a (k_a + k_b)-sized solve per ``t``
-    after O(d k) set-up; otherwise one generalised eigendecomposition (O(d^3)).
+    and ``d`` the centres' difference. Closed form for diagonal pairs (ancer.md
+    D.2); for isotropic or rank-k rotated pairs (``M = c I + U D U^T``) a
+    (k_a + k_b)-sized solve per ``t`` after O(d k) set-up; otherwise the
+    singular values of ``T_A^-1 T_B`` (a generalised symmetric eigenproblem
+    in square-root form, O(d^3)).
     """
     diff = region_b.center - region_a.center
+    return _minimise_k(_k_function(diff, region_a, region_b)[0])[0]
+
+
+def _k_function(diff, region_a, region_b):
+    """``(K, v)``: ``K(t)`` and the separating direction ``v(t) = M(t)^-1 d``."""
     da, db = region_a.diagonal_covariance(), region_b.diagonal_covariance()
     if da is not None and db is not None:
-        d2 = diff**2
-
-        def k_of_t(t):
-            if t <= 0.0 or t >= 1.0:
-                return 1.0
-            return 1.0 - t * (1.0 - t) * np.sum(d2 / (t * db + (1.0 - t) * da))
-
-        return _minimise_k(k_of_t)
+        return _k_diagonal(diff, da, db)
     low_a, low_b = _low_rank_form(region_a), _low_rank_form(region_b)
     if low_a is not None and low_b is not None:
         if low_a[1].shape[1] + low_b[1].shape[1] < region_a.d:
-            return _min_k_low_rank(diff, low_a, low_b)
-    return _min_k_dense(diff, region_a, region_b)
+            return _k_low_rank(diff, low_a, low_b)
+    return _k_dense(diff, region_a, region_b)
+
+
+def _k_of(quad):
+    """``K(t) = 1 - t (1 - t) quad(t)``, 1 outside (0, 1)."""
+
+    def k_of_t(t):
+        if t <= 0.0 or t >= 1.0:
+            return 1.0
+        return 1.0 - t * (1.0 - t) * quad(t)
+
+    return k_of_t
+
+
+def _k_diagonal(diff, da, db):
+    d2 = diff**2
+
+    def direction(t):
+        return diff / (t * db + (1.0 - t) * da)
+
+    return _k_of(lambda t: float(np.sum(d2 / (t * db + (1.0 - t) * da)))), direction
 
 
 def _low_rank_form(region):
@@ -188,43 +256,46 @@ def _low_rank_form(region):
     return c, region.basis, region.semi_axes() ** 2 - c
 
 
-def _min_k_low_rank(diff, low_a, low_b):
-    # M(t) = c(t) I + V E(t) V^T with V = [U_a U_b], E(t) = diag((1-t) D_a, t D_b):
-    # d^T M(t)^-1 d = (|d|^2 - p^T E (c I + G E)^-1 p) / c, G = V^T V, p = V^T d
+def _k_low_rank(diff, low_a, low_b):
+    # M(t) = c(t) I + V E(t) V^T with V = [U_a U_b], E(t) = diag((1-t) D_a, t D_b);
+    # Woodbury: M(t)^-1 d = (d - V E (c I + G E)^-1 p) / c, G = V^T V, p = V^T d
     (ca, ua, dA), (cb, ub, dB) = low_a, low_b
     V = np.hstack([ua, ub])
     G, p = V.T @ V, V.T @ diff
-    dd = float(diff @ diff)
     eye = np.eye(len(p))
 
-    def k_of_t(t):
-        if t <= 0.0 or t >= 1.0:
-            return 1.0
+    def terms(t):
         c = (1.0 - t) * ca + t * cb
         E = np.concatenate([(1.0 - t) * dA, t * dB])
         inner = np.linalg.solve(c * eye + G * E, p) if len(p) else p
-        quad = (dd - float((p * E) @ inner)) / c
-        return 1.0 - t * (1.0 - t) * quad
+        return c, E, inner
 
-    return _minimise_k(k_of_t)
+    def quad(t):
+        c, E, inner = terms(t)
+        return (float(diff @ diff) - float((p * E) @ inner)) / c
+
+    def direction(t):
+        c, E, inner = terms(t)
+        return (diff - V @ (E * inner)) / c
+
+    return _k_of(quad), direction
 
 
-def _min_k_dense(diff, region_a, region_b):
-    # general SPD pair: with M_A = L L^T and L^-1 M_B L^-T = V diag(lam) V^T,
-    # K(t) = 1 - sum_i w_i^2 t (1 - t) / (lam_i t + 1 - t), w = V^T L^-1 d.
-    ma, mb = region_a.covariance(), region_b.covariance()
-    chol = np.linalg.cholesky(ma)
-    inv_chol = np.linalg.solve(chol, np.eye(len(ma)))
-    lam, vecs = np.linalg.eigh(inv_chol @ mb @ inv_chol.T)
-    lam = np.clip(lam, 0.0, None)
-    w2 = (vecs.T @ (inv_chol @ diff)) ** 2
+def _k_dense(diff, region_a, region_b):
+    # square-root form: M(t) = T_A ((1 - t) I + t C C^T) T_A with C = T_A^-1 T_B.
+    # With C = W diag(sv) R^T, d^T M(t)^-1 d = sum_i w_i^2 / (1 - t + t sv_i^2),
+    # w = W^T T_A^-1 d. The singular values are >= 0 by construction and
+    # accurate where eigh of an explicit T_A^-1 M_B T_A^-1 (clipped at 0)
+    # was not (touching pairs with semi-axes 1e-3..1e2 misjudged).
+    C = region_a.whiten(region_b.matrix().T).T
+    W, sv, _ = np.linalg.svd(C)
+    w = W.T @ region_a.whiten(diff)
+    w2, lam = w**2, sv**2
 
-    def k_general(t):
-        if t <= 0.0 or t >= 1.0:
-            return 1.0
-        return 1.0 - t * (1.0 - t) * np.sum(w2 / (lam * t + 1.0 - t))
+    def direction(t):
+        return region_a.whiten(W @ (w / (1.0 - t + t * lam)))
 
-    return _minimise_k(k_general)
+    return _k_of(lambda t: float(np.sum(w2 / (lam * t + 1.0 - t)))), direction
 
 
 def _shape_eigen(region):
@@ -250,12 +321,17 @@ def _shape_eigen(region):
 
 
 def l2_distance_to_ellipsoid(region, point):
-    """Euclidean distance from ``point`` (outside) to the ellipsoid ``region``.
+    """A lower bound, tight to rounding, of the Euclidean distance to ``region``.
 
     Solves ``f(lam) = sum_i y_i^2 alpha_i / (1 + 2 lam alpha_i)^2 - 1 = 0`` in the
-    shape's eigenbasis (``f`` decreases monotonically for ``lam > 0``), then
-    ``x* = (2 lam A + I)^-1 y`` and the distance ``||x* - y||``. For a rotated
-    rank-k region the complement of the basis counts as one coordinate.
+    shape's eigenbasis (``f`` decreases monotonically for ``lam > 0``) for the
+    projection ``x* = (2 lam A + I)^-1 y``. The distance is then read off the
+    separating hyperplane through ``x*`` with normal ``n = y - x*``:
+    ``(n.y - h(n)) / ||n||`` (``h`` the support function) is a lower bound of
+    the distance for any ``n`` and equals it at the exact projection, so an
+    inexact root can only shrink the answer: the sound side for the memory.
+    For a rotated rank-k region the complement of the basis counts as one
+    coordinate.
 
     Returns 0 when ``point`` lies inside.
     """
@@ -273,8 +349,13 @@ def l2_distance_to_ellipsoid(region, point):
     while f(high) > 0:
         high *= 4.0
     lam = brentq(f, 0.0, high, xtol=1e-14, rtol=1e-12, maxiter=500)
-    # x* - y = -(2 lam alpha / (1 + 2 lam alpha)) y, coordinate-wise
-    return float(np.linalg.norm(2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y))
+    # y - x* = (2 lam alpha / (1 + 2 lam alpha)) y, coordinate-wise in an
+    # orthonormal frame where T is diag(alpha^-1/2)
+    normal = 2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y
+    norm = float(np.linalg.norm(normal))
+    bound = (float(normal @ y) - float(np.linalg.norm(normal / np.sqrt(alpha)))) / norm
+    rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
+    return max(bound - rounding, 0.0)
 
 
 def l1_distance_lower_bound(region, point):

@@ -1,0 +1,122 @@
+"""Property-based tests of the region geometry against a 60-digit reference.
+
+Random isotropic, diagonal, rank-k and dense pairs with semi-axes spanning
+1e-3..1e2 (condition numbers up to 1e10), placed just inside and just outside
+touching. Soundness (never "disjoint" for intersecting pairs, never a distance
+above the true one) must hold everywhere; tightness only where the reference
+says the pair is clearly apart.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smoothlearn.geometry import (
+    SEPARATION_MARGIN,
+    Region,
+    ellipsoids_disjoint,
+    l2_distance_to_ellipsoid,
+    support_extent,
+)
+
+from . import _reference as reference
+
+KINDS = ("isotropic", "diagonal", "rank-k", "dense")
+
+
+def _region(rng, d, kind, centre):
+    semi = 10 ** rng.uniform(-3, 2, d)
+    if kind == "isotropic":
+        return Region(centre, 1.0, float(semi[0]))
+    if kind == "diagonal":
+        return Region(centre, 1.0, semi)
+    k = d if kind == "dense" else max(1, d // 2)
+    basis = np.linalg.qr(rng.randn(d, k))[0]
+    return Region(centre, 1.0, semi[:k], basis=basis, scale_rest=float(semi[-1]))
+
+
+pairs = st.tuples(
+    st.integers(0, 2**31 - 1),
+    st.integers(2, 5),
+    st.sampled_from(KINDS),
+    st.sampled_from(KINDS),
+)
+
+
+def _near_touching(seed, d, kind_a, kind_b):
+    rng = np.random.RandomState(seed)
+    a = _region(rng, d, kind_a, rng.randn(d))
+    shape = _region(rng, d, kind_b, np.zeros(d))
+    u = rng.randn(d)
+    u /= np.linalg.norm(u)
+    tau = float(reference.touching_distance(a, shape, u))
+
+    def at(factor):
+        return Region(
+            a.center + factor * tau * u,
+            1.0,
+            shape.scale,
+            basis=shape.basis,
+            scale_rest=shape.scale_rest,
+        )
+
+    return a, at
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs, st.sampled_from([1e-9, 1e-7, 1e-4, 1e-2]))
+def test_intersecting_pairs_are_never_called_disjoint(pair, below):
+    a, at = _near_touching(*pair)
+    b = at(1.0 - below)
+    assert reference.min_k(a, b) > 0  # the reference: they overlap
+    assert not ellipsoids_disjoint(a, b)
+    assert not ellipsoids_disjoint(b, a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs, st.sampled_from([1e-3, 1e-2, 0.5]))
+def test_clearly_apart_pairs_are_called_disjoint(pair, above):
+    a, at = _near_touching(*pair)
+    b = at(1.0 + above)
+    assert reference.min_k(a, b) < 0
+    assert ellipsoids_disjoint(a, b)
+    assert ellipsoids_disjoint(b, a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(2, 5),
+    st.sampled_from(KINDS),
+    st.floats(1.0 + 1e-6, 50.0),
+)
+def test_distance_is_a_tight_lower_bound(seed, d, kind, far):
+    rng = np.random.RandomState(seed)
+    region = _region(rng, d, kind, rng.randn(d))
+    u = rng.randn(d)
+    u /= np.linalg.norm(u)
+    # a point outside, on the ray through a boundary point
+    edge = 1.0 / np.linalg.norm(region.whiten(u))
+    point = region.center + far * edge * u
+    exact = float(reference.l2_distance(region, point))
+    ours = l2_distance_to_ellipsoid(region, point)
+    assert ours <= exact
+    # the only slack allowed is the stated rounding margin
+    slack = 2 * SEPARATION_MARGIN * (far * edge + region.circumradius)
+    assert ours == pytest.approx(exact, rel=1e-9, abs=slack)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.sampled_from(KINDS))
+def test_support_function_is_attained_and_never_exceeded(seed, d, kind):
+    rng = np.random.RandomState(seed)
+    region = _region(rng, max(d, 2), kind, rng.randn(max(d, 2)))
+    v = rng.randn(region.d)
+    h = support_extent(region, v)
+    # attained at T T v / ||T v|| (on the boundary), never exceeded on it
+    tv = region.stretch(v)
+    assert v @ region.stretch(tv / np.linalg.norm(tv)) == pytest.approx(h, rel=1e-9)
+    u = rng.randn(200, region.d)
+    boundary = region.stretch(u / np.linalg.norm(u, axis=1, keepdims=True))
+    assert np.all(boundary @ v <= h * (1 + 1e-9))
