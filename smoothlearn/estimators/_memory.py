@@ -195,15 +195,16 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------ regions
     @staticmethod
     def _region(certificates, i, rho):
+        # copies: a caller editing its Certificates in place must not be able
+        # to change what the memory holds
+        rotated = certificates.basis is not None
         return Region(
-            center=certificates.center[i].astype(np.float64),
-            rho=rho,
-            scale=certificates.scale[i],
+            center=np.array(certificates.center[i], dtype=np.float64),
+            rho=float(rho),
+            scale=np.array(certificates.scale[i], dtype=np.float64),
             norm=certificates.norm,
-            basis=None if certificates.basis is None else certificates.basis[i],
-            scale_rest=(
-                None if certificates.scale_rest is None else certificates.scale_rest[i]
-            ),
+            basis=np.array(certificates.basis[i], dtype=np.float64) if rotated else None,
+            scale_rest=float(certificates.scale_rest[i]) if rotated else None,
         )
 
     def _store(self, region, label):

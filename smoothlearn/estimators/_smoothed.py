@@ -136,9 +136,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     memory : 'auto', None or MemoryCertifier, default='auto'
         Memory-based certification for data-dependent strategies (those
         choosing the smoothing per input), whose certificates are otherwise
-        not sound. ``'auto'`` keeps a :class:`MemoryCertifier` in ``memory_``
-        across calls (reset by ``fit``); an instance is used as given (its
-        state included); None opts out with a warning. Fixed strategies such
+        not sound. ``'auto'`` keeps one :class:`MemoryCertifier` per
+        data-dependent smoothing in ``memories_``, across calls, pickling and
+        strategy switches (emptied by ``fit``); an instance is used as given
+        for every strategy (its state included; ``fit`` leaves it as it is);
+        None opts out with a warning. Fixed strategies such
         as ``'cohen'`` need none. ``predict`` of a data-dependent strategy is
         the memory-based decision, and so also updates the memory.
 
@@ -206,9 +208,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     noise_generator_ : torch.nn.Module or None
         The trained UCAN noise generator (``'ucan_universal'``, ``'ucan_input'``),
         else None. Saved and restored with the estimator (pickle, joblib).
+    memories_ : dict
+        The memories of data-dependent certificates, one
+        :class:`MemoryCertifier` per smoothing (strategy name and parameters,
+        noise family, ``sigma``); emptied by ``fit``, kept by pickle, joblib
+        and ``copy.deepcopy``, so a saved and reloaded classifier stays sound,
+        and switching strategy A -> B -> A continues A's memory.
     memory_ : MemoryCertifier
-        The memory of data-dependent certificates (after the first such
-        ``certify`` or ``predict``).
+        The memory used by the last data-dependent ``certify`` or ``predict``
+        (one of ``memories_``, or the ``memory`` instance given).
 
     See Also
     --------
@@ -393,7 +401,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
         # a new base network: certificates of the old one constrain nothing
         self.__dict__.pop("memory_", None)
-        self.__dict__.pop("_memory_owner", None)
+        self.memories_ = {}
         self.classes_ = classes
         self.input_shape_ = input_shape
         self.noise_ = family
@@ -627,8 +635,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _memory_for(self, strategy):
         """The memory that makes ``strategy``'s certificates sound, or None.
 
-        One memory per (strategy, noise) of the fitted classifier: it persists
-        across calls, since every answer given must constrain later ones.
+        Part of the fitted state: one memory per data-dependent smoothing of
+        the fitted network, in ``memories_`` under :meth:`_memory_key`, so it
+        persists across calls, pickling and strategy switches (every answer
+        given must constrain later ones) and only ``fit`` clears it.
         """
         if not strategy.data_dependent:
             return None
@@ -641,13 +651,29 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=3,
             )
             return None
-        owner = (repr(strategy), self.noise_.name, id(self.memory))
-        if getattr(self, "_memory_owner", None) != owner or not hasattr(
-            self, "memory_"
-        ):
-            self.memory_ = MemoryCertifier() if self.memory == "auto" else self.memory
-            self._memory_owner = owner
+        if not isinstance(self.memory, str):
+            # the user's own instance, state included (pickled with the estimator)
+            self.memory_ = self.memory
+            return self.memory_
+        key = self._memory_key(strategy)
+        if key not in self.memories_:
+            self.memories_[key] = MemoryCertifier()
+        self.memory_ = self.memories_[key]
         return self.memory_
+
+    def _memory_key(self, strategy):
+        """What identifies one data-dependent smoothing: never an object's identity.
+
+        The strategy's name and parameters (``repr`` of each, exact for
+        numbers), the noise family and ``sigma`` (the isotropic start).
+        """
+        params = sorted(strategy.get_params(deep=False).items())
+        return (
+            strategy.name,
+            tuple((name, repr(value)) for name, value in params),
+            self.noise_.name,
+            repr(float(self.sigma)),
+        )
 
     def _estimation_counts(self, X):
         X_flat = self._validate_X(X)
