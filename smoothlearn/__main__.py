@@ -83,9 +83,16 @@ def _add_common(parser, default_strategies):
 
     model = parser.add_argument_group("model and training")
     model.add_argument(
-        "--model", help="load a fitted SmoothedClassifier (joblib) instead of training"
+        "--model",
+        help="load a fitted SmoothedClassifier (joblib) instead of training; the "
+        "file is updated with the memory of data-dependent strategies after each "
+        "certification, so that later runs stay sound",
     )
-    model.add_argument("--save-model", help="save the fitted SmoothedClassifier here")
+    model.add_argument(
+        "--save-model",
+        help="save the fitted SmoothedClassifier here (with its memory, after each "
+        "certification)",
+    )
     model.add_argument(
         "--noise", choices=sorted(NOISES), default="gaussian", help="noise family"
     )
@@ -144,8 +151,9 @@ def _add_common(parser, default_strategies):
     cert.add_argument(
         "--resume",
         action="store_true",
-        help="continue an interrupted run in --out: reuse its model.joblib and "
-        "the finished inputs of its certify_<strategy>.jsonl logs",
+        help="continue an interrupted run in --out: reuse the model it started "
+        "from (model_at_start.joblib) and the finished inputs of its "
+        "certify_<strategy>.jsonl logs",
     )
 
     out = parser.add_argument_group("output")
@@ -172,7 +180,9 @@ def build_parser():
         "certify",
         help="train (or load) a model and certify a dataset",
         description="Train (or load) a smoothed classifier and certify held-out "
-        "inputs; writes model.joblib, certify_<strategy>.jsonl (each finished "
+        "inputs; writes model.joblib (the model with the memory of "
+        "data-dependent strategies, saved after each certification), "
+        "certify_<strategy>.jsonl (each finished "
         "input, as it finishes), certify_<strategy>.tsv (Cohen's log format), "
         "summary.txt and certified_accuracy.png to --out. An interrupted run "
         "continues with --resume.",
@@ -197,23 +207,66 @@ def _log(args, message):
         print(message, file=sys.stderr, flush=True)
 
 
+def _model_files(args, strategy, own_network):
+    """``(at_start, current)`` model files in ``--out``.
+
+    ``current`` is the model with its memories as after the last finished
+    certification (what a later ``--model`` run continues); ``at_start`` the
+    state this run began with (what ``--resume`` replays the logs from).
+    """
+    stem = f"model_{strategy}" if own_network else "model"
+    return (
+        os.path.join(args.out, f"{stem}_at_start.joblib"),
+        os.path.join(args.out, f"{stem}.joblib"),
+    )
+
+
 def _fit_or_load(args, data, strategy, own_network=False):
-    """The shared trained model, or (``own_network``) one trained with ``strategy``."""
+    """The shared trained model, or (``own_network``) one trained with ``strategy``.
+
+    Returns the classifier and the files to save it to after each
+    certification: the memory is part of the fitted model, and a later run
+    from any of them must continue it to stay sound.
+    """
     import joblib
 
     from .estimators import SmoothedClassifier
 
-    saved = os.path.join(
-        args.out, f"model_{strategy}.joblib" if own_network else "model.joblib"
-    )
+    at_start, current = _model_files(args, strategy, own_network)
     given = None if own_network else args.model
-    model = given or (saved if args.resume and os.path.exists(saved) else None)
-    if model:
-        clf = joblib.load(model)
-        if not isinstance(clf, SmoothedClassifier):
-            raise ValueError(f"{model} does not hold a SmoothedClassifier")
-        _log(args, f"loaded {model}")
-        return clf
+    save_to = [current] + [p for p in (args.save_model, given) if p and not own_network]
+    if args.resume and os.path.exists(at_start):
+        # the state the interrupted run began with: replaying its logs through
+        # these memories reproduces the uninterrupted run exactly
+        clf = _load_model(at_start)
+        _log(args, f"resuming from {at_start}")
+        return clf, save_to
+    if given:
+        clf = _load_model(given)
+        _log(args, f"loaded {given}")
+    else:
+        clf = _train(args, data, strategy)
+    joblib.dump(clf, at_start)
+    joblib.dump(clf, current)
+    if args.save_model and not own_network:
+        joblib.dump(clf, args.save_model)
+    return clf, save_to
+
+
+def _load_model(path):
+    import joblib
+
+    from .estimators import SmoothedClassifier
+
+    clf = joblib.load(path)
+    if not isinstance(clf, SmoothedClassifier):
+        raise ValueError(f"{path} does not hold a SmoothedClassifier")
+    return clf
+
+
+def _train(args, data, strategy):
+    from .estimators import SmoothedClassifier
+
     kwargs = {}
     if args.hidden and not args.images:
         kwargs["module__hidden_units"] = args.hidden
@@ -234,11 +287,16 @@ def _fit_or_load(args, data, strategy, own_network=False):
     start = time.perf_counter()
     clf.fit(X, y)
     _log(args, f"trained in {time.perf_counter() - start:.1f} s")
-    # kept in --out so that --resume certifies with the very same network
-    joblib.dump(clf, saved)
-    if args.save_model:
-        joblib.dump(clf, args.save_model)
     return clf
+
+
+def _save_memories(args, clf, paths):
+    """Save ``clf`` with its memories after a certification run."""
+    import joblib
+
+    for path in paths:
+        joblib.dump(clf, path)
+    _log(args, f"saved the model with its memory to {', '.join(paths)}")
 
 
 def run(args):
@@ -274,14 +332,16 @@ def run(args):
     # UCAN's generators train with their network: each gets its own model
     trained = {s for s in strategies if getattr(get_strategy(s), "trained_in_fit", 0)}
     shared = [s for s in strategies if s not in trained]
-    shared_clf = _fit_or_load(args, data, shared[0]) if shared else None
+    shared_clf, shared_files = (
+        _fit_or_load(args, data, shared[0]) if shared else (None, [])
+    )
     X, y = data.X_test[: args.n_test], data.y_test[: args.n_test]
     results = {}
     for strategy in strategies:
-        clf = shared_clf
+        clf, files = shared_clf, shared_files
         if strategy in trained:
             _log(args, f"{strategy} trains its noise generator with its own network")
-            clf = _fit_or_load(args, data, strategy, own_network=True)
+            clf, files = _fit_or_load(args, data, strategy, own_network=True)
         clf.set_params(
             strategy=strategy,
             n0=args.n0,
@@ -299,6 +359,7 @@ def run(args):
         start = time.perf_counter()
         cert = clf.certify(X, checkpoint=log)
         _log(args, f"{strategy}: {time.perf_counter() - start:.1f} s")
+        _save_memories(args, clf, files)
         write_certificates_tsv(
             os.path.join(args.out, f"certify_{strategy}.tsv"), cert, y
         )

@@ -155,3 +155,47 @@ def test_compare_prints_one_row_per_strategy(tmp_path):
     rows = [line.split()[0] for line in proc.stdout.splitlines()[2:]]
     assert rows == ["cohen", "isotropic_dd"]
     assert (tmp_path / "certify_isotropic_dd.tsv").exists()
+
+
+def test_a_later_model_run_continues_the_memory(tmp_path):
+    """The memory is saved with the model after each run: a second run on the
+    same inputs finds each centre in its own remembered region (same label:
+    untouched) and the memory holds both runs' regions only once per input."""
+    import joblib
+
+    model = tmp_path / "model.joblib"
+    common = [
+        "certify",
+        "--strategy",
+        "isotropic_dd",
+        "--n",
+        "300",
+        "--n0",
+        "30",
+        "--n-test",
+        "12",
+        "--max-epochs",
+        "2",
+        "--hidden",
+        "16",
+        "-q",
+        "--no-plot",
+    ]
+    first = _run(*common, "--save-model", str(model), "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    saved = joblib.load(model)
+    (memory,) = saved.memories_.values()
+    entries = memory.n_entries_
+    assert entries > 0 and memory.n_seen_ == 12
+    # the --out copy is the same state; the at-start copy has no memory yet
+    assert joblib.load(tmp_path / "a" / "model.joblib").memories_.keys() == (
+        saved.memories_.keys()
+    )
+    assert joblib.load(tmp_path / "a" / "model_at_start.joblib").memories_ == {}
+    second = _run(*common, "--model", str(model), "--out", str(tmp_path / "b"))
+    assert second.returncode == 0, second.stderr
+    (memory,) = joblib.load(model).memories_.values()
+    assert memory.n_seen_ == 24
+    # each input met its own earlier region (same label), so nothing changed
+    assert memory.n_entries_ == 2 * entries
+    assert second.stdout.splitlines()[1:] == first.stdout.splitlines()[1:]
