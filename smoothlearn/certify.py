@@ -53,6 +53,7 @@ __all__ = [
     "BaseNetwork",
     "count_classes",
     "rotated_noise",
+    "smoothing_as_run",
     "clopper_pearson_lower",
     "certify_from_counts",
     "predict_from_counts",
@@ -113,7 +114,11 @@ class NoiseBank:
             return self._cached[1]
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
         gen = torch.Generator().manual_seed(int(seed.generate_state(1, np.uint64)[0]))
-        z = self.family.sample((CHUNK_ROWS, self.n_features), generator=gen)
+        # drawn in float64 (53-bit uniforms, tails exact far beyond where
+        # float32 samplers stop) and rounded once to the network's float32
+        z = self.family.sample(
+            (CHUNK_ROWS, self.n_features), generator=gen, dtype=torch.float64
+        ).to(torch.float32)
         self._cached = (j, z)
         return z
 
@@ -213,6 +218,62 @@ def rotated_noise(z, basis, scale, scale_rest):
         torch.einsum("wd,gdk->gwk", z, basis) * (scale - scale_rest[:, None])[:, None]
     )
     return scale_rest[:, None, None] * z + torch.einsum("gwk,gdk->gwd", coef, basis)
+
+
+def smoothing_as_run(smoothing):
+    """The smoothing the engine runs, and the region scale a certificate records.
+
+    The network and the noise run in float32, so the engine smooths with the
+    float32 values of a strategy's answer, not its float64 ones (``sigma=0.12``
+    runs as 0.1199999973). This returns ``(run, recorded)``:
+
+    * ``run``: every value rounded to float32 (held as float64 arrays), what
+      :func:`count_classes` is given;
+    * ``recorded``: the scale the certificate states. Isotropic and diagonal
+      scales are exactly the values run. A rotated scale runs as
+      ``S~ = r I + U~ diag(s - r) U~^T`` with ``U~`` the float32 basis, whose
+      columns are orthonormal only to about 1e-7; the record keeps the
+      orthonormalised basis ``U`` (QR of ``U~``) and shrinks ``s`` and ``r`` by
+      ``1 - 2 Delta / s_min`` with ``Delta = max|s - r| (2 e + e^2)``,
+      ``e = ||U - U~||_F``. Then ``||S~^-1 S_rec|| <= 1`` (Weyl's bound on
+      ``S~``'s smallest singular value), so the recorded region lies inside the
+      one the draws certify.
+
+    Parameters
+    ----------
+    smoothing : dict
+        A strategy's answer: ``scale`` and optionally ``basis`` and
+        ``scale_rest`` (no ``offset``).
+
+    Returns
+    -------
+    run, recorded : dict
+    """
+    as_run = {
+        name: np.asarray(value, dtype=np.float32).astype(np.float64)
+        for name, value in smoothing.items()
+    }
+    if "basis" not in as_run:
+        return as_run, dict(as_run)
+    basis, scale, rest = as_run["basis"], as_run["scale"], as_run["scale_rest"]
+    q, r = np.linalg.qr(basis)
+    q = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
+    e = np.linalg.norm(q - basis, axis=(1, 2))
+    delta = np.abs(scale - rest[:, None]).max(axis=1) * (2 * e + e**2)
+    full = basis.shape[2] >= basis.shape[1]
+    smallest = scale.min(axis=1) if full else np.minimum(scale.min(axis=1), rest)
+    if np.any(2 * delta >= smallest):
+        raise ValueError(
+            "a rotated scale is too ill-conditioned for float32 noise: its basis "
+            "rounds to columns far from orthonormal"
+        )
+    shrink = 1.0 - 2.0 * delta / smallest
+    recorded = {
+        "scale": scale * shrink[:, None],
+        "basis": q,
+        "scale_rest": rest * shrink,
+    }
+    return as_run, recorded
 
 
 def count_classes(

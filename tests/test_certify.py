@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from smoothlearn.certify import (
@@ -114,3 +116,51 @@ def test_counts_match_a_plain_loop_over_the_bank():
         with torch.no_grad():
             pred = network.logits(noisy).argmax(1)
         np.testing.assert_array_equal(counts[i], np.bincount(pred.numpy(), minlength=3))
+
+
+# ------------------------------------------------- the smoothing that was run
+def test_certificates_record_the_float32_scale_the_engine_ran():
+    from smoothlearn import SmoothedClassifier
+
+    from .conftest import linear_module
+
+    X = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    clf = SmoothedClassifier(
+        linear_module([1.0, -1.0, 0.5], 0.0), sigma=0.12, n=500, max_epochs=0
+    ).fit(X, [0, 1, 0, 1, 0])
+    cert = clf.certify(X)
+    assert float(np.float32(0.12)) != 0.12
+    np.testing.assert_array_equal(cert.scale, float(np.float32(0.12)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(2, 12),
+    st.integers(1, 12),
+    st.floats(-2.5, 1.5),
+)
+def test_a_recorded_rotated_region_lies_inside_the_one_run(seed, d, k, log_spread):
+    """The engine runs S~ = r I + U~ diag(s - r) U~^T with the float32 basis U~;
+    the recorded (orthonormal basis, shrunk) S_rec must satisfy
+    ||S~^-1 S_rec|| <= 1, i.e. its region is inside the certified one."""
+    from smoothlearn.certify import smoothing_as_run
+
+    rng = np.random.RandomState(seed)
+    k = min(k, d)
+    basis = np.linalg.qr(rng.randn(d, k))[0]
+    scale = 10 ** rng.uniform(log_spread, 0.5, k)
+    rest = 10 ** rng.uniform(log_spread, 0.5)
+    run, rec = smoothing_as_run(
+        {"scale": scale[None], "basis": basis[None], "scale_rest": np.array([rest])}
+    )
+    u_run, s_run, r_run = run["basis"][0], run["scale"][0], run["scale_rest"][0]
+    assert np.array_equal(u_run, u_run.astype(np.float32))  # float32 values
+    S_run = r_run * np.eye(d) + (u_run * (s_run - r_run)) @ u_run.T
+    u, s, r = rec["basis"][0], rec["scale"][0], rec["scale_rest"][0]
+    np.testing.assert_allclose(u.T @ u, np.eye(k), atol=1e-14)
+    S_rec = r * np.eye(d) + (u * (s - r)) @ u.T
+    assert np.linalg.norm(np.linalg.solve(S_run, S_rec), 2) <= 1.0
+    # and only just: the shrink is float32's rounding times the spread of scales
+    spread = max(s_run.max(), r_run) / min(s_run.min(), r_run)
+    np.testing.assert_allclose(s, s_run, rtol=1e-5 * spread)

@@ -76,3 +76,61 @@ def test_isotropic_radii_are_the_published_formulas():
 def test_unknown_noise_raises():
     with pytest.raises(ValueError, match="noise must be one of"):
         get_noise("cauchy")
+
+
+# -------------------------------------------------------------- bank tails
+#: Where float32 samplers stop: torch's CPU randn and exponential take 24-bit
+#: uniforms, so |z| <= sqrt(-2 log 2^-24) (gaussian) and e <= 24 log 2.
+FLOAT32_GAUSSIAN_LIMIT = math.sqrt(-2 * math.log(2.0**-24))
+
+
+def test_gaussian_quantile_reaches_far_beyond_float32_samplers():
+    from smoothlearn.noise import gaussian_quantile
+
+    grid_ends = torch.tensor([0.0, 2.0**-53, 0.5, 1 - 2.0**-53], dtype=torch.float64)
+    z = gaussian_quantile(grid_ends).numpy()
+    np.testing.assert_allclose(
+        z, [stats.norm.ppf(2.0**-53), stats.norm.ppf(2.0**-53), 0.0, -z[1]]
+    )
+    assert np.isfinite(z).all() and -z[0] > 8.2 > FLOAT32_GAUSSIAN_LIMIT
+    # the mass no draw can reach is negligible next to 1 - p_max (7e-5 at
+    # n = 100,000) even for CIFAR-sized inputs
+    assert 3072 * 2 * stats.norm.sf(-z[0]) < 1e-12
+    u = torch.rand(100_000, dtype=torch.float64)
+    np.testing.assert_allclose(
+        gaussian_quantile(u).numpy(), stats.norm.ppf(u.numpy()), atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", sorted(NOISES))
+def test_banks_are_float64_draws_rounded_once_to_float32(name):
+    """Each chunk is the float32 rounding of 53-bit-uniform draws, whose tails
+    reach far past where float32 samplers stop."""
+    from smoothlearn.certify import CHUNK_ROWS, NoiseBank
+
+    family = get_noise(name)
+    bank = NoiseBank(key=7, bank=1, family=family, n_features=5)
+    seed = np.random.SeedSequence(7, spawn_key=(1, 0)).generate_state(1, np.uint64)
+    gen = torch.Generator().manual_seed(int(seed[0]))
+    exact = family.sample((CHUNK_ROWS, 5), generator=gen, dtype=torch.float64)
+    chunk = bank.chunk(0)
+    assert chunk.dtype == torch.float32
+    torch.testing.assert_close(chunk, exact.to(torch.float32), rtol=0, atol=0)
+    # the draws rest on 53-bit uniforms: their uniforms are not on 2^-24 grid
+    gen = torch.Generator().manual_seed(int(seed[0]))
+    u = torch.rand(1000, generator=gen, dtype=torch.float64).numpy()
+    assert np.mean((u * 2**24) % 1 != 0) > 0.99
+
+
+def test_gaussian_bank_tail_matches_the_normal_tail():
+    """Bank draws beyond |z| = 4.5: as many as N(0, 1) puts there (a float32
+    sampler's tail is right here too; the quantile test above covers beyond
+    5.77, where counting would need 10^9 draws)."""
+    from smoothlearn.certify import NoiseBank
+
+    bank = NoiseBank(key=3, bank=1, family=get_noise("gaussian"), n_features=784)
+    z = bank.rows(0, 8 * 1024).numpy()
+    observed = int((np.abs(z) > 4.5).sum())
+    expected = z.size * 2 * stats.norm.sf(4.5)
+    assert stats.poisson(expected).cdf(observed) > 1e-4
+    assert stats.poisson(expected).sf(observed - 1) > 1e-4

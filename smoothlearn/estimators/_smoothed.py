@@ -27,6 +27,7 @@ from ..certify import (
     clopper_pearson_lower,
     count_classes,
     predict_from_counts,
+    smoothing_as_run,
 )
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, with_abstentions
@@ -508,27 +509,32 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _block_counts(self, network, strategy, X_block, key, banks):
-        """Scales and the count tables of ``banks`` for one block of inputs."""
+        """The recorded scales and the count tables of ``banks`` for one block.
+
+        The engine runs the strategy's answer in float32; the scale returned
+        is the one the certificate may state (:func:`smoothing_as_run`).
+        """
         d = X_block.shape[1]
-        scale = self._block_scale(network, strategy, X_block, key)
+        smoothing = self._block_scale(network, strategy, X_block, key)
         # UCAN's mean offset shifts the noise, not the certified region's centre
-        offset = scale.pop("offset", None)
+        offset = smoothing.pop("offset", None)
         noise_centre = X_block if offset is None else X_block + offset
+        run, recorded = smoothing_as_run(smoothing)
         draws = {SELECTION: self.n0, ESTIMATION: self.n}
         counts = [
             count_classes(
                 network,
                 noise_centre,
-                scale["scale"],
+                run["scale"],
                 NoiseBank(key, bank_id, self.noise_, d),
                 draws[bank_id],
                 batch_size=self.batch_size,
-                basis=scale.get("basis"),
-                scale_rest=scale.get("scale_rest"),
+                basis=run.get("basis"),
+                scale_rest=run.get("scale_rest"),
             )
             for bank_id in banks
         ]
-        return scale, counts
+        return recorded, counts
 
     def _fingerprint(self, strategy):
         """What determines a certificate, for checkpoint logs."""
@@ -723,7 +729,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                     f"strategy {strategy.name!r} smooths along a rotated basis: its "
                     "scale is not per coordinate; use certify(X).scale_matrix(i)."
                 )
-            scale = np.asarray(answer["scale"], dtype=np.float64)
+            # the float32 values the engine runs
+            scale = np.asarray(answer["scale"], dtype=np.float32).astype(np.float64)
             scales.append(
                 np.broadcast_to(scale.reshape(len(X_block), -1), X_block.shape)
             )
