@@ -233,3 +233,41 @@ def test_certificates_are_rotation_equivariant(digits):
     assert differences["ancer", None] > 2 * max(
         v for k, v in differences.items() if k[0] != "ancer"
     ), differences
+
+
+@pytest.mark.parametrize("name", ["rancer", "rddrs"])
+def test_a_rank_k_row_does_not_depend_on_its_neighbours(name, digits):
+    """Lanczos start and restart vectors are seeded per row: a row certified
+    alone gets the certificate it gets among others (up to float32 rounding in
+    batched products, far below what a different start vector changes). Two
+    classes: the ReLU Hessian has rank 1, so two of the three directions come
+    from Lanczos restarts, where the random vectors decide."""
+    X, y = digits
+    X, y = X[y < 2], y[y < 2]
+    clf = SmoothedClassifier(
+        strategy=_fast(name, rank=3),
+        module__hidden_units=(32,),
+        max_epochs=3,
+        n=500,
+        n0=50,
+        memory=None,
+        random_state=0,
+    ).fit(X[:300], y[:300])
+    X_test = X[300:308]
+    assert (clf.predict_proba(X_test).max(1) < 1).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # memory=None: compared raw
+        together = clf.certify(X_test)
+        for i in (0, 3, 7):
+            alone = clf.certify(X_test[i : i + 1])
+            reordered = clf.certify(X_test[::-1])[len(X_test) - 1 - i]
+            for other in (alone, reordered):
+                assert other.label[0] == together.label[i]
+                np.testing.assert_allclose(
+                    other.radius[0], together.radius[i], rtol=1e-4
+                )
+                np.testing.assert_allclose(
+                    np.abs(other.basis[0].T @ together.basis[i]),
+                    np.eye(3),
+                    atol=1e-3,
+                )

@@ -16,6 +16,9 @@ at the base network's predicted label (certification never sees the true label).
 Eigenvectors come in decreasing order of eigenvalue (largest curvature first).
 """
 
+import hashlib
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -70,7 +73,31 @@ def _orthogonalise(w, Q):
     return w
 
 
-def lanczos_top_eigenvectors(hvp, m, d, rank, generator, n_steps=None, dtype=None):
+#: Relative size below which a Lanczos residual or Ritz value is rounding noise:
+#: Hessian-vector products run in the network's float32, so ``sqrt`` of its
+#: epsilon (3.5e-4), not float64's (1.5e-8, which took float32 noise for
+#: curvature and built bases on it).
+HVP_NOISE = torch.finfo(torch.float32).eps ** 0.5
+
+
+def row_generators(seed, X_t):
+    """One CPU generator per input, seeded by ``seed`` and the input's bytes.
+
+    A row's random start and restart vectors then depend on nothing but the
+    call's key and the row itself: not on the rows certified beside it, their
+    order or the block size.
+    """
+    rows = np.ascontiguousarray(X_t.detach().cpu().numpy(), dtype=np.float32)
+    generators = []
+    for row in rows:
+        digest = hashlib.sha256(row.tobytes()).digest()
+        entropy = (int(seed), int.from_bytes(digest[:16], "little"))
+        state = np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0]
+        generators.append(torch.Generator().manual_seed(int(state)))
+    return generators
+
+
+def lanczos_top_eigenvectors(hvp, m, d, rank, generators, n_steps=None, dtype=None):
     """Top-``rank`` eigenpairs of symmetric operators by batched Lanczos.
 
     Parameters
@@ -79,8 +106,9 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generator, n_steps=None, dtype=Non
         ``(m, d) -> (m, d)``, the products ``H_i v_i``.
     m, d : int
     rank : int
-    generator : torch.Generator
-        Start vectors and restarts (CPU).
+    generators : list of torch.Generator
+        One per input (CPU): its start vector and restarts, drawn only when
+        that input needs them (:func:`row_generators`).
     n_steps : int, default=None
         Krylov dimension; ``min(d, 2 * rank + 20)`` when None.
 
@@ -95,12 +123,14 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generator, n_steps=None, dtype=Non
     alpha = torch.zeros(m, q, dtype=dtype)
     beta = torch.zeros(m, q, dtype=dtype)
 
-    def fresh(j):
-        v = torch.randn(m, d, generator=generator, dtype=dtype)
-        v = _orthogonalise(v, Q[:, :j])
+    def fresh(j, rows):
+        v = torch.stack(
+            [torch.randn(d, generator=generators[i], dtype=dtype) for i in rows]
+        )
+        v = _orthogonalise(v, Q[rows, :j])
         return v / v.norm(dim=1, keepdim=True)
 
-    Q[:, 0] = fresh(0)
+    Q[:, 0] = fresh(0, list(range(m)))
     for j in range(q):
         v = Q[:, j]
         w = hvp(v.to(torch.float32)).to(dtype)
@@ -111,24 +141,67 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generator, n_steps=None, dtype=Non
         norm = w.norm(dim=1)
         # an exhausted Krylov space (e.g. the K - 1 dimensional range of a ReLU
         # network's Hessian): restart orthogonally; the coupling is then 0
-        scale = torch.finfo(dtype).eps ** 0.5 * alpha[:, : j + 1].abs().amax(dim=1)
+        scale = HVP_NOISE * alpha[:, : j + 1].abs().amax(dim=1)
         broke = norm <= torch.clamp(scale, min=1e-30)
         beta[:, j] = torch.where(broke, torch.zeros_like(norm), norm)
         safe = torch.where(broke, torch.ones_like(norm), norm)
         nxt = w / safe[:, None]
         if broke.any():
-            nxt = torch.where(broke[:, None], fresh(j + 1), nxt)
+            rows = torch.nonzero(broke).flatten().tolist()
+            nxt[rows] = fresh(j + 1, rows)
         Q[:, j + 1] = nxt
     T = torch.diag_embed(alpha) + torch.diag_embed(beta[:, :-1], 1)
     T = T + torch.diag_embed(beta[:, :-1], -1)
     theta, S = torch.linalg.eigh(T)
-    order = torch.argsort(theta, dim=1, descending=True)[:, :rank]
-    values = torch.gather(theta, 1, order)
-    ritz = torch.gather(S, 2, order[:, None].expand(m, q, -1))
-    vectors = torch.einsum("mqd,mqk->mdk", Q, ritz)
+    ritz = torch.einsum("mqd,mqk->mkd", Q, S)  # (m, q, d), rows orthonormal
+    values = torch.empty(m, rank, dtype=dtype)
+    vectors = torch.empty(m, d, rank, dtype=dtype)
+    for i in range(m):
+        values[i], vectors[i] = _top_ritz_pairs(theta[i], ritz[i], Q[i], rank)
     # re-orthonormalise (Ritz vectors are orthonormal up to rounding)
     vectors, _ = torch.linalg.qr(vectors)
     return values, vectors
+
+
+def _top_ritz_pairs(theta, ritz, krylov, rank):
+    """The ``rank`` largest Ritz pairs, with a canonical basis for a zero cluster.
+
+    Ritz values within ``HVP_NOISE * max|theta|`` of 0 (a ReLU network's null
+    space, reached through restarts) are one degenerate eigenvalue: any basis
+    of their span is as good, and the one ``eigh`` returns turns with rounding
+    noise (so with the rows batched beside this one). Where the top ``rank``
+    reach into that cluster, its part of the basis is instead the Krylov
+    vectors, in order, projected onto the cluster's span: continuous in
+    rounding, and fixed by the row's own start and restart vectors.
+    """
+    tol = HVP_NOISE * theta.abs().max().clamp_min(1e-30)
+    order = torch.argsort(theta, descending=True)
+    positive = order[theta[order] > tol]
+    zero = order[theta[order].abs() <= tol]
+    negative = order[theta[order] < -tol]
+    chosen = list(positive[:rank])
+    vecs = [ritz[j] for j in chosen]
+    vals = [theta[j] for j in chosen]
+    if len(vecs) < rank and len(zero):
+        span = ritz[zero]  # (z, d), orthonormal rows
+        for candidate in krylov:
+            if len(vecs) == rank:
+                break
+            v = span.T @ (span @ candidate)
+            for w in vecs[len(chosen) :]:
+                v = v - (w @ v) * w
+            norm = v.norm()
+            if norm > 0.5:
+                vecs.append(v / norm)
+                vals.append(torch.zeros((), dtype=theta.dtype))
+        # a cluster the Krylov vectors barely touch: its Ritz vectors as they are
+        for j in zero[: rank - len(vecs)]:
+            vecs.append(ritz[j])
+            vals.append(theta[j])
+    for j in negative[: rank - len(vecs)]:
+        vecs.append(ritz[j])
+        vals.append(theta[j])
+    return torch.stack(vals), torch.stack(vecs, dim=1)
 
 
 def curvature_basis(network, X_t, rank, *, seed=0):
@@ -141,7 +214,7 @@ def curvature_basis(network, X_t, rank, *, seed=0):
     rank : int or None
         None: every eigenvector (dense Hessians); k: the top k (Lanczos).
     seed : int
-        Lanczos start vectors.
+        With each input's bytes, seeds its Lanczos start and restart vectors.
 
     Returns
     -------
@@ -155,7 +228,7 @@ def curvature_basis(network, X_t, rank, *, seed=0):
         values, vectors = torch.linalg.eigh(H)
         values, vectors = values.flip(1), vectors.flip(2)
     else:
-        generator = torch.Generator().manual_seed(int(seed))
         hvp = hessian_vector_products(network, X_t, labels)
-        values, vectors = lanczos_top_eigenvectors(hvp, m, d, rank, generator)
+        generators = row_generators(seed, X_t)
+        values, vectors = lanczos_top_eigenvectors(hvp, m, d, rank, generators)
     return values, vectors.to(device=X_t.device, dtype=torch.float32)
