@@ -37,6 +37,23 @@ def _same(a, b):
     np.testing.assert_array_equal(a.reduced, b.reduced)
 
 
+#: What ``n_jobs`` guarantees (README, "Long runs"): workers run with other
+#: thread counts than the main process, which changes the float32 reduction
+#: order inside a data-dependent strategy's optimisation, so its scales may
+#: differ in the last bits; labels, abstentions, vote counts and the memory's
+#: decisions do not change, and radii agree to this relative tolerance.
+THREADS_RTOL = 1e-4
+
+
+def _same_across_workers(a, b):
+    np.testing.assert_array_equal(a.label, b.label)
+    np.testing.assert_array_equal(a.abstained, b.abstained)
+    np.testing.assert_array_equal(a.reduced, b.reduced)
+    np.testing.assert_allclose(a.p_lower, b.p_lower, rtol=THREADS_RTOL)
+    np.testing.assert_allclose(a.scale, b.scale, rtol=THREADS_RTOL)
+    np.testing.assert_allclose(a.radius, b.radius, rtol=THREADS_RTOL)
+
+
 def _fresh(clf):
     """A copy with no memory yet (each run starts from the same state)."""
     buf = io.BytesIO()
@@ -49,7 +66,7 @@ def test_n_jobs_2_equals_n_jobs_1(fitted, digits):
     X, _ = digits
     one = _fresh(fitted).set_params(n_jobs=1).certify(X[400:600])
     two = _fresh(fitted).set_params(n_jobs=2).certify(X[400:600])
-    _same(one, two)
+    _same_across_workers(one, two)
 
 
 def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
@@ -64,7 +81,7 @@ def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
     ):
         with joblib.parallel_config(backend="dask"):
             on_dask = _fresh(fitted).set_params(n_jobs=2).certify(X[400:560])
-    _same(reference, on_dask)
+    _same_across_workers(reference, on_dask)
 
 
 def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path):

@@ -156,7 +156,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     n_jobs : int, default=None
         Workers certifying blocks of inputs in parallel through joblib (None:
-        one, -1: all cores). Results do not depend on it. Any joblib backend
+        one, -1: all cores). It changes nothing but float rounding: workers
+        run torch with other thread counts, so a data-dependent strategy's
+        optimised scales may differ in the last bits (radii agree to a
+        relative 1e-4; labels and abstentions are the same). Any joblib backend
         works, e.g. a dask cluster with
         ``joblib.parallel_config(backend="dask")``.
 
@@ -573,7 +576,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
         Inputs are certified in blocks of ``INPUT_BLOCK`` (64), spread over
         ``n_jobs`` workers; data-dependent certificates then pass through the
-        memory in input order, so ``n_jobs`` never changes a certificate.
+        memory in input order (``n_jobs`` changes only float rounding, see
+        the parameter).
 
         Parameters
         ----------
