@@ -73,9 +73,58 @@ def test_string_labels_and_abstain_label():
     near = np.array([[0.0, 0.0], [3.0, 0.0]], dtype=np.float32)
     pred = clf.predict(near)
     assert pred[1] == "right"
-    assert pred[0] in ("left", "right", -1)
-    cert = clf.set_params(abstain_label="abstain").certify(np.zeros((3, 2), np.float32))
-    assert set(cert.label) <= {"left", "right", "abstain"}
+    assert pred[0] in ("left", "right", "abstain")
+    cert = clf.set_params(abstain_label="none").certify(np.zeros((3, 2), np.float32))
+    assert set(cert.label) <= {"left", "right", "none"}
+
+
+def _string_slab_data():
+    """Two string classes split by x0 = 0; the first rows sit on the boundary."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 2).astype(np.float32)
+    X[:4, 0] = 0.0  # the base classifier's vote there is a fair coin
+    y = np.where(X[:, 0] > 0, "dog", "cat")  # class index 1 where w.x > 0
+    return X, y
+
+
+def test_string_classes_score_and_report_with_abstentions():
+    from sklearn.metrics import classification_report
+
+    X, y = _string_slab_data()
+    clf = SmoothedClassifier(
+        linear_module([1.0, 0.0], 0.0), max_epochs=0, n=400, random_state=0
+    ).fit(X, y)
+    pred = clf.predict(X)
+    assert (pred[:4] == "abstain").all()  # abstentions of the classes' kind
+    assert clf.score(X, y) == pytest.approx(np.mean(pred == y))
+    report = classification_report(y, pred, zero_division=0)
+    assert "abstain" in report and "cat" in report
+    search = GridSearchCV(clf, {"sigma": [0.1, 0.2]}, cv=2).fit(X, y)
+    assert 0.5 < search.best_score_ <= 1.0
+
+
+@pytest.mark.parametrize(
+    "label, y, error",
+    [
+        (-1, ["a", "b"], TypeError),
+        ("none", [0, 1], TypeError),
+        ("a", ["a", "b"], ValueError),
+        (1, [0, 1], ValueError),
+    ],
+)
+def test_abstain_label_must_fit_the_classes(label, y, error):
+    X = np.zeros((2, 2), np.float32)
+    clf = SmoothedClassifier(abstain_label=label, max_epochs=0)
+    with pytest.raises(error, match="abstain_label"):
+        clf.fit(X, y)
+    assert not hasattr(clf, "classes_")
+
+
+def test_auto_abstain_label_avoids_the_classes():
+    X = np.zeros((3, 2), np.float32)
+    clf = SmoothedClassifier(max_epochs=0, n=200, n0=10, random_state=0)
+    assert clf.fit(X, [-1, 0, 1])._abstain_label() == -2
+    assert clf.fit(X, ["abstain", "b", "c"])._abstain_label() == "<abstain>"
 
 
 def test_certificates_are_reproducible_and_survive_pickling(fitted, digits):

@@ -1,6 +1,7 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
 import copy
+import numbers
 import time
 import warnings
 from numbers import Integral, Real
@@ -145,8 +146,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         as ``'cohen'`` need none. ``predict`` of a data-dependent strategy is
         the memory-based decision, and so also updates the memory.
 
-    abstain_label : object, default=-1
-        Label returned where the smoothed classifier abstains.
+    abstain_label : 'auto' or object, default='auto'
+        Label returned where the smoothed classifier abstains. ``'auto'``:
+        -1 for numeric classes (one less than the smallest class if -1 is a
+        class), ``'abstain'`` for string classes, so that predictions stay of
+        one kind and ``score``, ``classification_report`` and scorers work.
+        A label given must be of the classes' kind (number or string) and not
+        one of them (checked in ``fit``).
 
     random_state : int, RandomState instance or None, default=None
         Seeds training and the noise banks. With an int, ``certify`` and
@@ -285,7 +291,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         alpha=0.001,
         batch_size=1000,
         memory="auto",
-        abstain_label=-1,
+        abstain_label="auto",
         random_state=None,
         n_jobs=None,
         device="cpu",
@@ -384,6 +390,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 f"SmoothedClassifier needs samples of at least 2 classes; got 1 class "
                 f"({classes[0]!r})."
             )
+        self._abstain_label(classes)
         family = get_noise(self.noise)
         input_shape = tuple(X.shape[1:])
         strategy = get_strategy(self.strategy)
@@ -476,11 +483,17 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             nonlinearity=nonlinearity,
         )
 
+    def _abstain_label(self, classes=None):
+        """The abstain marker for ``classes`` (the fitted ones by default)."""
+        return resolve_abstain_label(
+            self.abstain_label, self.classes_ if classes is None else classes
+        )
+
     def _labels(self, class_index):
         """Class labels for class indices, the abstain label where -1."""
         abstained = class_index < 0
         labels = self.classes_[np.where(abstained, 0, class_index)]
-        return with_abstentions(labels, abstained, self.abstain_label)
+        return with_abstentions(labels, abstained, self._abstain_label())
 
     def _certification_strategy(self):
         """The strategy used at certification time.
@@ -566,7 +579,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             noise=self.noise_,
             class_index=top,
             strategy=strategy.name,
-            abstain_label=self.abstain_label,
+            abstain_label=self._abstain_label(),
             time=result["time"],
             **result["scale"],
         )
@@ -779,6 +792,47 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def resolve_abstain_label(abstain_label, classes):
+    """The label marking an abstention among ``classes``.
+
+    ``'auto'`` picks -1 (or one below the smallest class) for numeric classes
+    and ``'abstain'`` for string classes; a given label must be of the
+    classes' kind and not one of them.
+
+    Raises
+    ------
+    TypeError
+        A numeric label for string classes or the other way round (the
+        predictions would mix kinds, which scikit-learn's metrics reject).
+    ValueError
+        A label that is one of the classes.
+    """
+    numeric = np.asarray(classes).dtype.kind in "biuf"
+    if isinstance(abstain_label, str) and abstain_label == "auto":
+        if numeric:
+            return min(-1, classes.min() - 1) if -1 in classes else -1
+        label = "abstain"
+        while label in set(classes):
+            label = f"<{label}>"
+        return label
+    given_numeric = isinstance(abstain_label, (numbers.Number, np.number)) and not (
+        isinstance(abstain_label, (bool, np.bool_))
+    )
+    if given_numeric != numeric:
+        kind = "numbers" if numeric else "strings"
+        raise TypeError(
+            f"abstain_label={abstain_label!r} does not fit classes that are {kind}: "
+            "predictions would mix kinds, which scikit-learn's metrics reject. Use "
+            f"abstain_label='auto' or a label of the classes' kind."
+        )
+    if abstain_label in set(classes.tolist()):
+        raise ValueError(
+            f"abstain_label={abstain_label!r} is one of the classes; abstentions "
+            "would be indistinguishable from predictions of that class."
+        )
+    return abstain_label
 
 
 def _certify_block(estimator, X_block, strategy, key):
