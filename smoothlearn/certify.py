@@ -151,6 +151,10 @@ class BaseNetwork:
     reuse_first_layer : bool, default=True
         Reuse the first linear map's response to the noise bank when the
         module starts with one (see :mod:`smoothlearn.first_layer`).
+    outputs_probabilities : bool, default=False
+        The module outputs class probabilities (skorch's convention under an
+        ``NLLLoss`` criterion): :meth:`logits` then returns their logarithm,
+        so losses, Hessians and softmaxes taken of it are the right ones.
     """
 
     def __init__(
@@ -161,8 +165,10 @@ class BaseNetwork:
         device="cpu",
         nonlinearity=None,
         reuse_first_layer=True,
+        outputs_probabilities=False,
     ):
         self.module = module
+        self.outputs_probabilities = outputs_probabilities
         self.input_shape = tuple(input_shape)
         self.n_features = int(np.prod(self.input_shape))
         self.n_classes = n_classes
@@ -188,12 +194,20 @@ class BaseNetwork:
         )
 
     def logits(self, x_flat):
+        """Class scores whose softmax is the class probabilities.
+
+        The module's first output, or its logarithm where the module outputs
+        probabilities (argmax unchanged).
+        """
         out = self.module(x_flat.reshape(-1, *self.input_shape))
-        return out[0] if isinstance(out, tuple) else out
+        out = out[0] if isinstance(out, tuple) else out
+        if self.outputs_probabilities:
+            return torch.log(out.clamp_min(torch.finfo(out.dtype).tiny))
+        return out
 
     def probabilities(self, x_flat):
         out = self.logits(x_flat)
-        if self.nonlinearity is None:
+        if self.nonlinearity is None or self.outputs_probabilities:
             return torch.softmax(out, dim=-1)
         return self.nonlinearity(out)
 

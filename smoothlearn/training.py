@@ -18,11 +18,13 @@ loss of one batch, called from skorch's training step on the network's
 device; shapes are whatever the module takes (flat or image inputs).
 
 The interface is :meth:`BaseTraining.loss` ``(forward, X, y, sample_noise,
-family, scale, epoch, criterion)``: ``forward`` maps inputs to the module's
-outputs (logits), ``sample_noise(shape)`` draws scaled noise ``S z`` of a shape
+family, scale, epoch, criterion)``: ``forward`` maps inputs to class scores
+whose softmax is the class probabilities (the module's logits, or the log of
+its outputs when it outputs probabilities under an ``NLLLoss`` criterion, as
+skorch reads them), ``sample_noise(shape)`` draws scaled noise ``S z`` of a shape
 whose trailing dimensions are one input's, ``scale`` is the scale tensor,
 ``epoch`` the current training epoch (from 1) and ``criterion`` the network's
-loss (skorch's ``get_loss``), which noise augmentation uses; the other methods
+loss of those scores, which noise augmentation uses; the other methods
 are defined on logits by their papers and use cross-entropy.
 """
 

@@ -251,3 +251,21 @@ def test_noise_map_display_shows_sigma_and_mu(digits):
     np.testing.assert_allclose(display.images_[1, 1].get_array(), scale[1, 0])
     cohen = SmoothedClassifier(max_epochs=1, n=200).fit(X[:100], y[:100])
     assert NoiseMapDisplay.from_estimator(cohen, X[:2]).axes_.shape == (2, 2)
+
+
+def test_a_new_generator_strategy_after_fit_is_refused_not_ignored(digits):
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy=UCANUniversal(), max_epochs=1, n=200, n0=20, random_state=0
+    ).fit(X[:100], y[:100])
+    before = clf.certify(X[:2])
+    # the same parameters (a new object) are the fitted generator
+    clf.set_params(strategy=UCANUniversal())
+    np.testing.assert_array_equal(clf.certify(X[:2]).radius, before.radius)
+    # other parameters would need another trained generator
+    clf.set_params(strategy=UCANUniversal(gamma=3.0))
+    with pytest.raises(ValueError, match="trained in fit; refit"):
+        clf.certify(X[:2])
+    clf.set_params(strategy__gamma=4.0)
+    with pytest.raises(ValueError, match="trained in fit; refit"):
+        clf.predict(X[:2])

@@ -7,7 +7,12 @@ from skorch.dataset import unpack_data
 from ..noise import get_noise
 from ..training import GaussianAugmentation
 
-__all__ = ["NoisyNeuralNetClassifier"]
+__all__ = ["NoisyNeuralNetClassifier", "outputs_probabilities"]
+
+
+def outputs_probabilities(net):
+    """Whether the module outputs probabilities: skorch's rule, an NLLLoss criterion."""
+    return isinstance(net.criterion_, torch.nn.NLLLoss)
 
 
 class NoisyNeuralNetClassifier(NeuralNetClassifier):
@@ -109,14 +114,25 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
             )
 
         seen = []
+        probabilities = outputs_probabilities(self)
 
         def forward(x):
+            """Class scores (log-probabilities for a module outputting probabilities)."""
             out = self.infer(x, **fit_params)
             out = out[0] if isinstance(out, tuple) else out
             if not seen and len(out) % len(Xi) == 0:
                 # for callbacks: the batch's (noisy) predictions, copies averaged
                 seen.append(out.detach().reshape(len(Xi), -1, *out.shape[1:]).mean(1))
+            if probabilities:
+                # skorch's own conversion in get_loss, done here once so that the
+                # training methods' softmax and cross-entropy are the right ones
+                return torch.log(out + torch.finfo(out.dtype).eps)
             return out
+
+        def criterion(scores, y):
+            if probabilities:  # already log-probabilities: NLLLoss takes them
+                return self.criterion_(scores, y)
+            return self.get_loss(scores, y, X=Xi, training=True)
 
         training = (
             self.training if self.training is not None else GaussianAugmentation()
@@ -129,7 +145,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
             family=family,
             scale=scale,
             epoch=max(len(self.history), 1),
-            criterion=lambda y_pred, y: self.get_loss(y_pred, y, X=Xi, training=True),
+            criterion=criterion,
         )
         if self.noise_generator is not None:
             # UCAN's variance term: the multipliers' mean, pushed up

@@ -43,7 +43,7 @@ from ..utils._sklearn_compat import (
 )
 from ._memory import MemoryCertifier
 from ._networks import default_module_for
-from ._noisy_net import NoisyNeuralNetClassifier
+from ._noisy_net import NoisyNeuralNetClassifier, outputs_probabilities
 
 __all__ = ["SmoothedClassifier"]
 
@@ -481,6 +481,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             len(self.classes_),
             device=net.device,
             nonlinearity=nonlinearity,
+            outputs_probabilities=outputs_probabilities(net),
         )
 
     def _abstain_label(self, classes=None):
@@ -504,12 +505,14 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """
         strategy = get_strategy(self.strategy)
         if getattr(strategy, "trained_in_fit", False):
-            if type(strategy) is not type(self.strategy_):
+            fitted = self.strategy_
+            same_params = _params_repr(strategy) == _params_repr(fitted)
+            if type(strategy) is not type(fitted) or not same_params:
                 raise ValueError(
-                    f"strategy {strategy.name!r} is trained in fit; refit the "
-                    f"estimator to use it (fitted with {self.strategy_.name!r})."
+                    f"strategy {strategy!r} is trained in fit; refit the estimator "
+                    f"to use it (fitted with {fitted!r})."
                 )
-            return self.strategy_
+            return fitted
         strategy.check(self.noise_, self.input_shape_)
         return strategy
 
@@ -690,10 +693,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         The strategy's name and parameters (``repr`` of each, exact for
         numbers), the noise family and ``sigma`` (the isotropic start).
         """
-        params = sorted(strategy.get_params(deep=False).items())
         return (
             strategy.name,
-            tuple((name, repr(value)) for name, value in params),
+            _params_repr(strategy),
             self.noise_.name,
             repr(float(self.sigma)),
         )
@@ -792,6 +794,12 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def _params_repr(strategy):
+    """A strategy's parameters as ``(name, repr)`` pairs: exact for numbers."""
+    params = sorted(strategy.get_params(deep=False).items())
+    return tuple((name, repr(value)) for name, value in params)
 
 
 def resolve_abstain_label(abstain_label, classes):
