@@ -180,3 +180,18 @@ def test_remembered_regions_own_their_arrays():
     got = memory.transform(probe)
     np.testing.assert_array_equal(got.radius, expected.radius)
     np.testing.assert_array_equal(got.abstained, expected.abstained)
+
+
+def test_predict_proba_agrees_with_the_memory_based_predict():
+    """Where the memory-based predict decides, predict_proba's argmax is that
+    class; predict_proba neither abstains nor touches the memory."""
+    clf = slab_classifier()
+    X = np.array([[0.0, 0.0], [0.3, 0.0], [-0.5, 0.2], [0.05, 1.0]], np.float32)
+    proba = clf.predict_proba(X)
+    assert clf.memories_ == {}  # predict_proba remembers nothing
+    pred = clf.predict(X)
+    decided = pred != -1
+    assert decided.sum() >= 3
+    np.testing.assert_array_equal(pred[decided], proba[decided].argmax(1))
+    (memory,) = clf.memories_.values()
+    assert memory.n_seen_ == len(X)

@@ -767,6 +767,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         two-sided binomial test of the top two counts rejects a tie at level
         ``alpha``; otherwise ``abstain_label``.
 
+        For a data-dependent strategy, predict is the memory-based decision
+        (one procedure for certification and inference, ANCER section 6): the
+        label of :meth:`certify`, which also remembers each answer in
+        ``memories_`` so that later answers stay consistent with it. This is
+        the one method besides ``fit`` that changes the estimator (declared to
+        scikit-learn's ``check_dict_unchanged``); :meth:`predict_proba`
+        changes nothing, and where predict decides, its argmax is predict's
+        class.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
