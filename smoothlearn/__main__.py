@@ -230,7 +230,6 @@ def _fit_or_load(args, data, strategy, own_network=False):
     """
     import joblib
 
-    from .estimators import SmoothedClassifier
 
     at_start, current = _model_files(args, strategy, own_network)
     given = None if own_network else args.model

@@ -188,8 +188,8 @@ def ellipsoids_disjoint(region_a, region_b, *, tolerance=SEPARATION_MARGIN):
     norm_v = float(np.linalg.norm(v))
     if not np.isfinite(norm_v) or norm_v == 0.0:
         return False
-    separation = float(v @ diff) - support_extent(region_a, v) - support_extent(
-        region_b, v
+    separation = (
+        float(v @ diff) - support_extent(region_a, v) - support_extent(region_b, v)
     )
     size = norm_v * (
         float(np.linalg.norm(diff)) + region_a.circumradius + region_b.circumradius

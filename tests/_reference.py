@@ -55,9 +55,9 @@ def _g_max(ma, mb, diff):
 
 def min_k(region_a, region_b):
     """``min_t K(t)`` in high precision: negative iff the ellipsoids are disjoint."""
-    diff = mpmath.matrix([mpmath.mpf(float(v)) for v in region_b.center]) - mpmath.matrix(
-        [mpmath.mpf(float(v)) for v in region_a.center]
-    )
+    diff = mpmath.matrix(
+        [mpmath.mpf(float(v)) for v in region_b.center]
+    ) - mpmath.matrix([mpmath.mpf(float(v)) for v in region_a.center])
     return 1 - _g_max(covariance(region_a), covariance(region_b), diff)
 
 
@@ -90,9 +90,13 @@ def l2_distance(region, point):
         return mpmath.mpf(0)
 
     def f(lam):
-        return sum(
-            y[i] ** 2 * alpha[i] / (1 + 2 * lam * alpha[i]) ** 2 for i in range(region.d)
-        ) - 1
+        return (
+            sum(
+                y[i] ** 2 * alpha[i] / (1 + 2 * lam * alpha[i]) ** 2
+                for i in range(region.d)
+            )
+            - 1
+        )
 
     lo, hi = mpmath.mpf(0), 1 / min(alpha)
     while f(hi) > 0:

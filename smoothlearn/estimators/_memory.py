@@ -203,7 +203,9 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             rho=float(rho),
             scale=np.array(certificates.scale[i], dtype=np.float64),
             norm=certificates.norm,
-            basis=np.array(certificates.basis[i], dtype=np.float64) if rotated else None,
+            basis=np.array(certificates.basis[i], dtype=np.float64)
+            if rotated
+            else None,
             scale_rest=float(certificates.scale_rest[i]) if rotated else None,
         )
 

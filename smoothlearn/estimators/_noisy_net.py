@@ -117,7 +117,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         probabilities = outputs_probabilities(self)
 
         def forward(x):
-            """Class scores (log-probabilities for a module outputting probabilities)."""
+            """Class scores: log-probabilities for a probability-output module."""
             out = self.infer(x, **fit_params)
             out = out[0] if isinstance(out, tuple) else out
             if not seen and len(out) % len(Xi) == 0:
