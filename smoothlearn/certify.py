@@ -63,6 +63,9 @@ __all__ = [
 #: changing it changes which numbers a seed gives.
 CHUNK_ROWS = 1024
 
+#: Rows of a chunk drawn in float64 at once (also part of the definition).
+DRAW_ROWS = 64
+
 SELECTION, ESTIMATION, OPTIMISATION = 0, 1, 2
 
 
@@ -115,10 +118,13 @@ class NoiseBank:
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
         gen = torch.Generator().manual_seed(int(seed.generate_state(1, np.uint64)[0]))
         # drawn in float64 (53-bit uniforms, tails exact far beyond where
-        # float32 samplers stop) and rounded once to the network's float32
-        z = self.family.sample(
-            (CHUNK_ROWS, self.n_features), generator=gen, dtype=torch.float64
-        ).to(torch.float32)
+        # float32 samplers stop) and rounded once to the network's float32,
+        # DRAW_ROWS at a time so that the float64 temporaries stay small
+        z = torch.empty((CHUNK_ROWS, self.n_features), dtype=torch.float32)
+        for start in range(0, CHUNK_ROWS, DRAW_ROWS):
+            z[start : start + DRAW_ROWS] = self.family.sample(
+                (DRAW_ROWS, self.n_features), generator=gen, dtype=torch.float64
+            )
         self._cached = (j, z)
         return z
 
