@@ -9,10 +9,17 @@ network runs per noisy input. The counts are those of the same network on the
 same draws: each input's count stays Binomial(n, p_x) with draws independent
 of ``x`` (up to float32 rounding, which batched BLAS calls perturb anyway).
 
-How a network declares its first linear map
--------------------------------------------
+How the first linear map is found
+---------------------------------
+* Any module that ``torch.fx`` can trace, whose input goes only through
+  reshapes (``flatten``, ``view``, ``reshape``, ``nn.Flatten``) into one
+  ``nn.Linear`` or ``nn.Conv2d`` and is not used again: split into that map
+  and the rest of the traced graph (:func:`split_traced`). A module whose
+  first step is anything else (a normalisation, a sum with the input) is not
+  split. Where tracing fails (data-dependent control flow), the plain path is
+  taken and the ``smoothlearn`` logger says why at DEBUG level.
 * ``nn.Sequential`` whose first layers are ``[nn.Flatten()] + nn.Linear`` or a
-  ``nn.Conv2d``: detected.
+  ``nn.Conv2d``: detected without tracing.
 * Any module can define ``smoothlearn_first_linear(self)`` returning
   ``(linear, rest)`` with ``self(x) == rest(linear(x))`` for inputs ``x`` as the
   module takes them (``linear`` an ``nn.Linear`` on flattened inputs or an
@@ -23,11 +30,102 @@ How a network declares its first linear map
 Networks without a linear first map take the plain path.
 """
 
+import logging
+import operator
+
 import torch
+import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["FirstLinear", "split_sequential", "find_first_linear"]
+__all__ = ["FirstLinear", "split_sequential", "split_traced", "find_first_linear"]
+
+logger = logging.getLogger("smoothlearn")
+
+#: Reshapes (and the shape queries they take) that may stand between the
+#: input and the first linear map: they keep each input's values in order.
+_RESHAPE_METHODS = {"view", "reshape", "flatten", "contiguous", "size", "dim"}
+_RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape, getattr}
+_SHAPE_QUERIES = {"size", "dim", getattr}
+
+
+def _is_reshape(node, module):
+    if node.op == "call_method":
+        return node.target in _RESHAPE_METHODS
+    if node.op == "call_function":
+        if node.target is operator.getitem:  # only of a shape, never of values
+            source = node.args[0]
+            return getattr(source, "target", None) in _SHAPE_QUERIES
+        return node.target in _RESHAPE_FUNCTIONS
+    if node.op == "call_module":
+        return isinstance(module.get_submodule(node.target), nn.Flatten)
+    return node.op == "get_attr"
+
+
+def split_traced(module):
+    """``(linear, rest, reshape)`` of a traceable module, or why it has none.
+
+    The traced graph must run only reshapes (and shape queries) on its input
+    before one ``nn.Linear`` or ``nn.Conv2d`` module, and use none of them
+    after it. ``reshape`` maps the module's input to what ``linear`` takes;
+    ``rest`` is the graph after ``linear``, taking its output.
+
+    Returns
+    -------
+    tuple or str
+        The split, or a sentence saying why there is none.
+    """
+    name = type(module).__name__
+    try:
+        traced = torch.fx.symbolic_trace(module)
+    except Exception as exc:  # any tracing failure means: no split
+        return f"torch.fx cannot trace {name}: {exc}"
+    nodes = list(traced.graph.nodes)
+    if sum(n.op == "placeholder" for n in nodes) != 1 or nodes[0].op != "placeholder":
+        return f"{name}.forward does not take exactly one input"
+    position = 1
+    while position < len(nodes) and _is_reshape(nodes[position], traced):
+        position += 1
+    node = nodes[position]
+    first = traced.get_submodule(node.target) if node.op == "call_module" else None
+    if not isinstance(first, (nn.Linear, nn.Conv2d)):
+        return f"{name}'s first operation on its input is {node.op} {node.target!r}"
+    if len(node.args) != 1 or node.kwargs:
+        return f"{name}'s first linear map takes more than its input"
+    before, after = nodes[1:position], nodes[position + 1 : -1]
+    try:
+        reshape = _subgraph(traced, nodes[0], before, node.args[0])
+        rest = _subgraph(traced, node, after, nodes[-1])
+    except _SplitError as exc:
+        return f"{name}: {exc}"
+    return first, rest, reshape
+
+
+class _SplitError(Exception):
+    """A traced module that does not split at its first linear map."""
+
+
+def _subgraph(traced, start, nodes, output):
+    """A GraphModule computing ``output`` from ``start``'s value through ``nodes``."""
+    graph = torch.fx.Graph()
+    env = {start: graph.placeholder("x")}
+
+    def copy(node):
+        for arg in node.all_input_nodes:
+            if arg in env:
+                continue
+            if arg.op != "get_attr":
+                raise _SplitError("the input is used again after the first linear map")
+            env[arg] = graph.node_copy(arg, env.__getitem__)
+        env[node] = graph.node_copy(node, env.__getitem__)
+
+    for node in nodes:
+        copy(node)
+    if output.op == "output":
+        graph.output(torch.fx.map_arg(output.args[0], env.__getitem__))
+    else:
+        graph.output(env[output])
+    return torch.fx.GraphModule(traced, graph)
 
 
 def split_sequential(sequential):
@@ -50,6 +148,21 @@ def split_sequential(sequential):
     return None
 
 
+#: Reuse pays when the first map does at least this many multiply-adds per
+#: output value (its fan-in): the fused path replaces them by one addition
+#: plus a read of the shared response, and below this the saved arithmetic
+#: no longer pays for the larger hidden tensors it moves.
+REUSE_MIN_FAN_IN = 8
+
+
+def fan_in(linear):
+    """Multiply-adds per output value of an ``nn.Linear`` or ``nn.Conv2d``."""
+    if isinstance(linear, nn.Linear):
+        return linear.in_features
+    kh, kw = linear.kernel_size
+    return linear.in_channels // linear.groups * kh * kw
+
+
 class FirstLinear:
     """A network split as ``rest(linear(x))`` with the linear map's pieces.
 
@@ -59,15 +172,22 @@ class FirstLinear:
     rest : callable
     input_shape : tuple of int
         Shape of one input as the module takes it.
+    reshape : callable, default=None
+        Maps inputs shaped as the module takes them to what ``linear`` takes
+        (a traced split); None: flattened for a Linear, ``input_shape`` for a
+        Conv2d.
     """
 
-    def __init__(self, linear, rest, input_shape):
+    def __init__(self, linear, rest, input_shape, reshape=None):
         self.linear = linear
         self.rest = rest
         self.input_shape = tuple(input_shape)
+        self.reshape = reshape
         self.is_conv = isinstance(linear, nn.Conv2d)
 
     def _shaped(self, x_flat):
+        if self.reshape is not None:
+            return self.reshape(x_flat.reshape(-1, *self.input_shape))
         if self.is_conv:
             return x_flat.reshape(-1, *self.input_shape)
         return x_flat.reshape(len(x_flat), -1)
@@ -87,49 +207,84 @@ class FirstLinear:
 
 
 def find_first_linear(module, input_shape, n_features):
-    """The :class:`FirstLinear` split of ``module``, or None for the plain path."""
+    """The :class:`FirstLinear` split of ``module``, or None for the plain path.
+
+    In order: the module's ``smoothlearn_first_linear`` hook (a wrong one
+    raises), a Sequential's first layers, a ``torch.fx`` trace. A found (not
+    declared) split whose first map has a fan-in below
+    :data:`REUSE_MIN_FAN_IN` is not used (reuse would be slower). Every reason for the plain path is logged at DEBUG level
+    on the ``smoothlearn`` logger.
+    """
+    name = type(module).__name__
     hook = getattr(module, "smoothlearn_first_linear", None)
-    if callable(hook):
+    declared = callable(hook)
+    reshape = None
+    if declared:
         split = hook()
     elif isinstance(module, nn.Sequential):
         split = split_sequential(module)
     else:
-        return None
+        traced = split_traced(module)
+        if isinstance(traced, str):
+            logger.debug("plain path (no first-layer reuse): %s", traced)
+            return None
+        *split, reshape = traced
     if split is None:
+        logger.debug(
+            "plain path (no first-layer reuse): %s does not start with a linear map",
+            name,
+        )
         return None
     linear, rest = split
-    if isinstance(linear, nn.Linear) and linear.in_features != n_features:
-        return None
-    if isinstance(linear, nn.Conv2d) and len(input_shape) != 3:
-        return None
     if not isinstance(linear, (nn.Linear, nn.Conv2d)):
         raise TypeError(
             "smoothlearn_first_linear must return an nn.Linear or nn.Conv2d first; "
             f"got {type(linear).__name__}"
         )
-    found = FirstLinear(linear, rest, input_shape)
-    _check_split(module, found, input_shape, n_features)
+    found = FirstLinear(linear, rest, input_shape, reshape)
+    reason = _unusable(module, found, input_shape, n_features)
+    if reason is not None and declared:
+        raise ValueError(
+            f"{name}.smoothlearn_first_linear does not reproduce the module: {reason}"
+        )
+    if reason is None and not declared and fan_in(linear) < REUSE_MIN_FAN_IN:
+        reason = (
+            f"the first map's fan-in {fan_in(linear)} is below {REUSE_MIN_FAN_IN}, "
+            "where reuse is slower"
+        )
+    if reason is not None:
+        logger.debug("plain path (no first-layer reuse) for %s: %s", name, reason)
+        return None
     return found
 
 
-def _check_split(module, found, input_shape, n_features):
-    """Raise if ``rest(linear(x))`` is not ``module(x)`` on a random input."""
+def _unusable(module, found, input_shape, n_features):
+    """Why ``rest(linear(x))`` cannot stand for ``module(x)``, or None.
+
+    Checked once on two random inputs.
+    """
     param = next(module.parameters(), None)
     device = param.device if param is not None else "cpu"
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, n_features, generator=gen).to(device)
     was_training = module.training
     module.eval()
-    with torch.inference_mode():
-        whole = module(x.reshape(-1, *input_shape))
-        whole = whole[0] if isinstance(whole, tuple) else whole
-        split = found.rest(found.apply(x))
-    module.train(was_training)
-    same = split.shape == whole.shape and torch.allclose(
+    try:
+        with torch.inference_mode():
+            whole = module(x.reshape(-1, *input_shape))
+            whole = whole[0] if isinstance(whole, tuple) else whole
+            shaped = found._shaped(x)
+            expected = 4 if found.is_conv else 2
+            if shaped.dim() != expected or len(shaped) != 2:
+                return f"the first map's input has shape {tuple(shaped.shape)}"
+            split = found.rest(found.apply(x))
+            split = split[0] if isinstance(split, tuple) else split
+    except Exception as exc:  # a split that cannot run is no split
+        return f"the split fails on a random input: {exc}"
+    finally:
+        module.train(was_training)
+    if split.shape != whole.shape or not torch.allclose(
         split, whole, rtol=1e-4, atol=1e-5
-    )
-    if not same:
-        raise ValueError(
-            f"{type(module).__name__}.smoothlearn_first_linear does not reproduce the "
-            "module: rest(linear(x)) != module(x)"
-        )
+    ):
+        return "rest(linear(x)) != module(x) on a random input"
+    return None

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
@@ -32,6 +33,36 @@ def _networks():
     )
     yield "builtin-mlp", MLP(12, 4, hidden_units=(16, 16)), (12,)
     yield "builtin-cnn", SmallCNN(3, 4, 4, 4), (3, 4, 4)
+    yield "user-mlp-class", UserMLP(12, 4), (3, 2, 2)
+    yield "user-cnn-class", UserCNN(), (3, 4, 4)
+
+
+class UserMLP(nn.Module):
+    """An MLP as users write it: a view, then layers called in forward."""
+
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 32)
+        self.fc2 = nn.Linear(32, k)
+
+    def forward(self, x):
+        x = x.view(x.size(0), -1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class UserCNN(nn.Module):
+    """A small CNN as users write it (functional calls, a flatten in forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 2 * 2, 4)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.relu(self.conv2(x))
+        return self.fc(torch.flatten(x, 1))
 
 
 def _random_rotated(rng, m, d, k):
@@ -118,19 +149,94 @@ class _SingleRow:
         return self.bank.rows(self.r + start, self.r + stop)
 
 
-def test_networks_without_a_linear_first_map_take_the_plain_path():
+def test_networks_without_a_linear_first_map_take_the_plain_path(caplog):
     module = nn.Sequential(nn.ReLU(), nn.Linear(4, 2))
     assert find_first_linear(module, (4,), 4) is None
 
-    class Custom(nn.Module):
+    class Normalised(nn.Module):
+        """A normalising first step: not a linear map of x (it has an offset
+        and, per input, a scale), so it must not be split."""
+
         def __init__(self):
             super().__init__()
-            self.fc = nn.Linear(4, 2)
+            self.fc = nn.Linear(12, 2)
 
         def forward(self, x):
-            return self.fc(x) ** 2
+            x = (x - x.mean(dim=1, keepdim=True)) / x.std(dim=1, keepdim=True)
+            return self.fc(x)
 
-    assert find_first_linear(Custom(), (4,), 4) is None
+    class Residual(nn.Module):
+        """The input is used again after the first linear map."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 12)
+
+        def forward(self, x):
+            return self.fc(x) + x
+
+    class Untraceable(nn.Module):
+        """Control flow on values: torch.fx cannot trace it."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 2)
+
+        def forward(self, x):
+            if x.sum() > 0:
+                return self.fc(x)
+            return -self.fc(x)
+
+    reasons = {
+        Normalised: "first operation on its input",
+        Residual: "used again after the first linear map",
+        Untraceable: "cannot trace",
+    }
+    with caplog.at_level("DEBUG", logger="smoothlearn"):
+        for cls, reason in reasons.items():
+            caplog.clear()
+            assert find_first_linear(cls(), (12,), 12) is None
+            assert reason in caplog.text, cls
+
+
+def test_traced_splits_equal_the_module_on_random_inputs():
+    torch.manual_seed(0)
+    cases = [(UserMLP(12, 4), (3, 2, 2)), (UserCNN(), (3, 4, 4))]
+
+    class TupleOut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 3)
+
+        def forward(self, x):
+            h = self.fc(torch.flatten(x, 1))
+            return h, h.sum()
+
+    cases.append((TupleOut(), (12,)))
+    for module, shape in cases:
+        found = find_first_linear(module, shape, int(np.prod(shape)))
+        assert found is not None and found.reshape is not None
+        x = torch.randn(50, int(np.prod(shape)))
+        whole = module(x.reshape(-1, *shape))
+        whole = whole[0] if isinstance(whole, tuple) else whole
+        split = found.rest(found.apply(x))
+        split = split[0] if isinstance(split, tuple) else split
+        torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
+
+
+def test_a_first_map_too_small_to_pay_takes_the_plain_path(caplog):
+    class Narrow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 64)
+            self.out = nn.Linear(64, 2)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.fc(x)))
+
+    with caplog.at_level("DEBUG", logger="smoothlearn"):
+        assert find_first_linear(Narrow(), (4,), 4) is None
+    assert "fan-in 4" in caplog.text
 
 
 def test_a_wrong_hook_raises_instead_of_miscounting():
