@@ -43,6 +43,12 @@ def _probability(text):
     return value
 
 
+def _rank(text):
+    if text in ("auto", "dense"):
+        return text
+    return _positive_int(text)
+
+
 def _hidden(text):
     try:
         units = tuple(int(v) for v in text.split(",") if v)
@@ -115,6 +121,13 @@ def _add_common(parser, default_strategies):
         help=f"strategies to certify with (default: {' '.join(default_strategies)}"
         + (", those that fit the data" if len(default_strategies) > 1 else "")
         + ")",
+    )
+    cert.add_argument(
+        "--rank",
+        type=_rank,
+        default="auto",
+        help="directions of rancer's and rddrs's rotated scales: 'auto' (dense up "
+        "to 256 input features, classes - 1 above), 'dense', or a number",
     )
     cert.add_argument(
         "--n0", type=_positive_int, default=100, help="selection draws (100)"
@@ -230,7 +243,6 @@ def _fit_or_load(args, data, strategy, own_network=False):
     """
     import joblib
 
-
     at_start, current = _model_files(args, strategy, own_network)
     given = None if own_network else args.model
     save_to = [current] + [p for p in (args.save_model, given) if p and not own_network]
@@ -341,8 +353,11 @@ def run(args):
         if strategy in trained:
             _log(args, f"{strategy} trains its noise generator with its own network")
             clf, files = _fit_or_load(args, data, strategy, own_network=True)
+        smoothing = get_strategy(strategy)
+        if "rank" in smoothing.get_params():
+            smoothing.set_params(rank=None if args.rank == "dense" else args.rank)
         clf.set_params(
-            strategy=strategy,
+            strategy=smoothing,
             n0=args.n0,
             n=args.n,
             alpha=args.alpha,

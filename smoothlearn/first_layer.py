@@ -212,8 +212,9 @@ def find_first_linear(module, input_shape, n_features):
     In order: the module's ``smoothlearn_first_linear`` hook (a wrong one
     raises), a Sequential's first layers, a ``torch.fx`` trace. A found (not
     declared) split whose first map has a fan-in below
-    :data:`REUSE_MIN_FAN_IN` is not used (reuse would be slower). Every reason for the plain path is logged at DEBUG level
-    on the ``smoothlearn`` logger.
+    :data:`REUSE_MIN_FAN_IN` is not used (reuse would be slower). Every
+    reason for the plain path is logged at DEBUG level on the ``smoothlearn``
+    logger.
     """
     name = type(module).__name__
     hook = getattr(module, "smoothlearn_first_linear", None)

@@ -196,3 +196,27 @@ def test_reduced_ball_touches_but_does_not_enter_the_other_region():
     # nearest point of the first ellipse to (0, 1.5) is (0, 0.5): distance 1
     assert out.reduced[1] and out.radius[1] == pytest.approx(1.0, abs=1e-6)
     assert first.semi_axes()[1] == 0.5
+
+
+def test_memory_step_shows_progress_and_never_tests_far_pairs(capsys, monkeypatch):
+    """verbose draws a bar; pairs whose circumscribed balls cannot meet are never
+    given to the intersection test."""
+    import smoothlearn.estimators._memory as memory_module
+
+    rng = np.random.RandomState(0)
+    cert = _random_certificates(rng, 60, 3, kind="rotated", spread=8.0)
+    calls = []
+    original = memory_module.ellipsoids_disjoint
+
+    def counting(a, b):
+        calls.append(
+            np.linalg.norm(a.center - b.center) - a.circumradius - b.circumradius
+        )
+        return original(a, b)
+
+    monkeypatch.setattr(memory_module, "ellipsoids_disjoint", counting)
+    MemoryCertifier(verbose=1).fit_transform(cert)
+    assert "memory" in capsys.readouterr().err
+    # some pairs were close enough to test, and only those were
+    assert 0 < len(calls) < 60 * 59 / 2
+    assert all(gap <= 0 for gap in calls)

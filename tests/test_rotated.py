@@ -271,3 +271,32 @@ def test_a_rank_k_row_does_not_depend_on_its_neighbours(name, digits):
                     np.eye(3),
                     atol=1e-3,
                 )
+
+
+def test_auto_rank_is_dense_for_small_inputs_and_k_minus_1_above():
+    from smoothlearn.strategies._curvature import AUTO_DENSE_MAX_FEATURES, resolve_rank
+
+    assert RANCER().rank == "auto" and RDDRS().rank == "auto"
+    assert resolve_rank("auto", 64, 10) is None
+    assert resolve_rank("auto", AUTO_DENSE_MAX_FEATURES, 10) is None
+    assert resolve_rank("auto", 784, 10) == 9
+    assert resolve_rank("auto", 3072, 2) == 1
+    assert resolve_rank(None, 784, 10) is None  # dense on request
+    assert resolve_rank(5, 784, 10) == 5
+    assert resolve_rank(64, 64, 10) is None  # a full basis is the dense one
+
+
+def test_auto_rank_certifies_784_features_with_k_minus_1_directions():
+    rng = np.random.RandomState(0)
+    X = rng.rand(40, 784).astype(np.float32)
+    y = np.arange(40) % 3
+    clf = SmoothedClassifier(
+        strategy=_fast("rancer"),
+        module__hidden_units=(16,),
+        max_epochs=1,
+        n=200,
+        n0=20,
+        random_state=0,
+    ).fit(X, y)
+    cert = clf.certify(X[:2])
+    assert cert.kind == "rotated" and cert.basis.shape == (2, 784, 2)

@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.neighbors import BallTree
+from tqdm.auto import tqdm
 
 from ..geometry import (
     Region,
@@ -94,6 +95,8 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     index : bool, default=True
         Find candidate regions with ball trees over the centres (pruned);
         False compares against every entry (brute force, for benchmarks).
+    verbose : int, default=0
+        From 1, a progress bar over the certificates of each ``transform``.
 
     Attributes
     ----------
@@ -128,11 +131,13 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "eps": [Interval(numbers.Real, 0, None, closed="left")],
         "index": ["boolean"],
+        "verbose": ["verbose"],
     }
 
-    def __init__(self, eps=1e-6, index=True):
+    def __init__(self, eps=1e-6, index=True, verbose=0):
         self.eps = eps
         self.index = index
+        self.verbose = verbose
 
     # --------------------------------------------------------------- state
     def reset(self):
@@ -270,7 +275,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             reduced = True
         return region, reduced
 
-    def _process(self, certificates):
+    def _process(self, certificates, verbose=0):
         abstained = certificates.abstained.copy()
         reduced = certificates.reduced.copy()
         scale = certificates.scale.copy()
@@ -280,7 +285,14 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         label = certificates.label.copy()
         class_index = certificates.class_index.copy()
         gap = certificates.gap.copy()
-        for i in range(len(certificates)):
+        rows = tqdm(
+            range(len(certificates)),
+            desc="memory",
+            unit="input",
+            disable=not verbose,
+            leave=False,
+        )
+        for i in rows:
             self.n_seen_ += 1
             if certificates.abstained[i]:
                 continue
@@ -344,10 +356,14 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             The same certificates with regions shrunk (``reduced``) or turned
             into abstentions where they conflicted with the memory.
         """
+        return self._transform(certificates, verbose=self.verbose)
+
+    def _transform(self, certificates, *, verbose):
+        """``transform`` with the caller's verbosity (the estimator's)."""
         self._check(certificates)
         if not hasattr(self, "n_entries_"):
             self._initialise(certificates)
-        return self._process(certificates)
+        return self._process(certificates, verbose=verbose)
 
     def fit_transform(self, certificates, y=None):
         """``reset`` then ``transform``."""

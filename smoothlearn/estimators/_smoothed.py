@@ -174,7 +174,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     verbose : int, default=0
         Passed to skorch (training log); from 1, ``certify`` shows a progress
-        bar over inputs.
+        bar over inputs, and another over the memory step of data-dependent
+        strategies.
 
     max_epochs : int, default=20
         Training epochs. 0 leaves the module's weights as given.
@@ -655,7 +656,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             ]
         )
         if memory is not None:
-            certificates = memory.transform(certificates)
+            if isinstance(memory, MemoryCertifier):
+                verbose = max(self.verbose, memory.verbose)
+                certificates = memory._transform(certificates, verbose=verbose)
+            else:
+                certificates = memory.transform(certificates)
         return certificates
 
     def _memory_for(self, strategy):

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from ..certify import rotated_noise
-from ..utils._sklearn_compat import HasMethods, Interval
-from ._curvature import curvature_basis
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
+from ._curvature import curvature_basis, resolve_rank
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -57,9 +57,12 @@ class RANCER(StartsFromIsotropic):
     gamma1, gamma2 : float, default=0.5, 3.0
         Clipping band ``[sigma_0 (1 - gamma1), sigma_0 (1 + gamma2)]`` (the
         paper gives no values; these allow halving and quadrupling).
-    rank : int or None, default=None
+    rank : 'auto', int or None, default='auto'
         None: the full eigenbasis (dense Hessian, as the paper); an int: the
-        top ``rank`` eigenvectors plus an isotropic remainder.
+        top ``rank`` eigenvectors plus an isotropic remainder; ``'auto'``:
+        dense up to 256 input features, ``K - 1`` directions (classes minus
+        one, every direction of a ReLU network's curvature) above
+        (:func:`~smoothlearn.strategies._curvature.resolve_rank`).
     clip : float or 'auto', default=0.001
         Probability clamp of the soft smoothed classifier.
     isotropic : IsotropicDD, default=None
@@ -80,7 +83,11 @@ class RANCER(StartsFromIsotropic):
         "kappa": [Interval(Real, 0, None, closed="left")],
         "gamma1": [Interval(Real, 0, 1, closed="left")],
         "gamma2": [Interval(Real, 0, None, closed="left")],
-        "rank": [None, Interval(Integral, 1, None, closed="left")],
+        "rank": [
+            None,
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
         "isotropic": [None, HasMethods(["optimise"])],
     }
 
@@ -92,7 +99,7 @@ class RANCER(StartsFromIsotropic):
         kappa=2.0,
         gamma1=0.5,
         gamma2=3.0,
-        rank=None,
+        rank="auto",
         clip=0.001,
         isotropic=None,
     ):
@@ -153,7 +160,8 @@ class RANCER(StartsFromIsotropic):
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         X_t = network.inputs(X)
-        _, basis = curvature_basis(network, X_t, self.rank, seed=hessian_seed(bank))
+        rank = resolve_rank(self.rank, X.shape[1], network.n_classes)
+        _, basis = curvature_basis(network, X_t, rank, seed=hessian_seed(bank))
         s, rest = self.optimise(
             network,
             X_t,

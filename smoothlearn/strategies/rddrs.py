@@ -4,8 +4,8 @@ from numbers import Integral, Real
 
 import torch
 
-from ..utils._sklearn_compat import HasMethods, Interval
-from ._curvature import curvature_basis
+from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
+from ._curvature import curvature_basis, resolve_rank
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -85,7 +85,10 @@ class RDDRS(StartsFromIsotropic):
     n_samples : int, default=100
         Noise draws per input and step.
     kappa : float, default=2.0
-    rank : int or None, default=None
+    rank : 'auto', int or None, default='auto'
+        None: a dense ``C`` (the paper); an int: the rank-k form above;
+        ``'auto'``: dense up to 256 input features, ``K - 1`` directions
+        above (:func:`~smoothlearn.strategies._curvature.resolve_rank`).
     clip : float or 'auto', default=0.001
     isotropic : IsotropicDD, default=None
         Gives ``sigma*`` (``IsotropicDD()`` when None).
@@ -103,7 +106,11 @@ class RDDRS(StartsFromIsotropic):
     _parameter_constraints = {
         **OPTIMISER_CONSTRAINTS,
         "kappa": [Interval(Real, 0, None, closed="left")],
-        "rank": [None, Interval(Integral, 1, None, closed="left")],
+        "rank": [
+            None,
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
         "isotropic": [None, HasMethods(["optimise"])],
     }
 
@@ -113,7 +120,7 @@ class RDDRS(StartsFromIsotropic):
         n_iter=100,
         n_samples=100,
         kappa=2.0,
-        rank=None,
+        rank="auto",
         clip=0.001,
         isotropic=None,
     ):
@@ -198,8 +205,9 @@ class RDDRS(StartsFromIsotropic):
         m, d = X.shape
         X_t = network.inputs(X)
         basis = None
-        if self.rank is not None and self.rank < d:
-            _, basis = curvature_basis(network, X_t, self.rank, seed=hessian_seed(bank))
+        rank = resolve_rank(self.rank, d, network.n_classes)
+        if rank is not None:
+            _, basis = curvature_basis(network, X_t, rank, seed=hessian_seed(bank))
         values, vectors, rest = self.optimise(
             network,
             X_t,
