@@ -172,16 +172,13 @@ class Laplace(NoiseFamily):
 
 
 def gaussian_quantile(u):
-    """``Phi^-1(u)`` of float64 uniforms on the 2^-53 grid, finite and symmetric.
+    """``Phi^-1(u)`` of float64 uniforms on the 2^-53 grid of ``[0, 1)``, finite.
 
-    The upper half is mirrored onto the lower tail (``1 - u`` is exact there),
-    where ``ndtri`` is accurate; ``u = 0`` (probability 2^-53) would give
-    -inf and is moved to the grid's next point, so ``|z| <= 8.21``.
+    ``ndtri`` is accurate in both tails (it mirrors the upper one, where
+    ``1 - u`` is exact); ``u = 0`` (probability 2^-53) would give -inf and is
+    moved to the grid's next point, so ``|z| <= 8.21`` on both sides.
     """
-    upper = u > 0.5
-    tail = torch.where(upper, 1.0 - u, u).clamp_min(2.0**-53)
-    z = torch.special.ndtri(tail)
-    return torch.where(upper, -z, z)
+    return torch.special.ndtri(u.clamp_min(2.0**-53))
 
 
 NOISES = {cls.name: cls for cls in (Gaussian, Uniform, Laplace)}
