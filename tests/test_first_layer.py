@@ -324,3 +324,19 @@ def test_peak_memory_does_not_grow_with_n():
     # rows of 784 float32, about 6 MiB) plus one forward batch's activations.
     # Holding the 50,000 draws instead would take 150 MiB more.
     assert large - small < 32 * 1024, (small, large)
+
+
+def test_convolutional_networks_certify_on_a_channels_last_copy():
+    torch.manual_seed(0)
+    module = UserCNN().eval()
+    network = BaseNetwork(module, (3, 4, 4), 4, reuse_first_layer=False)
+    # the user's (fitted) module is left in its layout; the engine's copy is NHWC
+    assert module.conv1.weight.is_contiguous()
+    assert network.module is not module
+    assert network.module.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    x = torch.randn(20, 48)
+    torch.testing.assert_close(
+        network.logits(x), module(x.reshape(-1, 3, 4, 4)), rtol=1e-5, atol=1e-5
+    )
+    mlp = nn.Sequential(nn.Linear(4, 2))
+    assert BaseNetwork(mlp, (4,), 2).module is mlp  # nothing to convert

@@ -1,0 +1,152 @@
+"""Certification speed on networks written the user's way, against the naive loop.
+
+The same layers as the built-in networks, written as users write them: an
+``nn.Module`` class whose ``forward`` flattens with ``x.view(x.size(0), -1)``
+and calls its layers, and a small CNN class (conv 1->16, conv 16->32, fc).
+smoothlearn finds their first linear map by tracing (no hook, no Sequential).
+Three ways to count the same noisy votes, alternating, median of --repeats:
+
+* naive: Cohen et al.'s loop, as peers run it: per input and batch, fresh
+  noise (torch.randn), the whole network, argmax, bincount;
+* smoothlearn: the engine as ``certify`` runs it (shared bank, the path it
+  chooses for the module);
+* ART (when ``adversarial-robustness-toolbox`` is installed, the ``bench``
+  extra): IBM ART 1.20's ``PyTorchRandomizedSmoothing.certify`` on the same
+  module, n0 + n draws per input like the other two.
+
+Targets (issue 15): the 784-input MLP class >= 3x faster than naive, the
+64-input one >= 1.5x, the small CNN class >= 1.0x.
+
+    python benchmarks/bench_user_modules.py [--inputs 16] [--n 10000]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+from bench_first_layer import FASHION, data, naive_counts
+from torch import nn
+
+from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.noise import get_noise
+
+
+class UserMLP(nn.Module):
+    def __init__(self, n_features, n_classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(n_features, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, n_classes)
+
+    def forward(self, x):
+        x = x.view(x.size(0), -1)
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class UserCNN(nn.Module):
+    def __init__(self, n_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32 * 7 * 7, n_classes)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+def median_of(runs, repeats):
+    """Median wall time of each callable, the contenders alternating."""
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def art_certify(module, input_shape, sigma, n0, n, batch_size):
+    try:
+        from art.estimators.certification.randomized_smoothing import (
+            PyTorchRandomizedSmoothing,
+        )
+    except ImportError:
+        return None
+    art = PyTorchRandomizedSmoothing(
+        model=module,
+        loss=nn.CrossEntropyLoss(),
+        input_shape=input_shape,
+        nb_classes=10,
+        device_type="cpu",
+        sample_size=n0,
+        scale=sigma,
+        alpha=0.001,
+    )
+    return lambda X: art.certify(X.reshape(-1, *input_shape), n=n, batch_size=batch_size)
+
+
+def bench(label, module, X, input_shape, args):
+    module.eval()
+    sigma, n, bs = 0.25, args.n + args.n0, args.batch_size
+    network = BaseNetwork(module, input_shape, 10)
+    path = "fused" if network.first_linear is not None else "plain"
+    bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), X.shape[1])
+    scale = np.full(len(X), sigma)
+    runs = {
+        "naive": lambda: naive_counts(module, X, sigma, n, bs, 10, input_shape),
+        "smoothlearn": lambda: count_classes(network, X, scale, bank, n, batch_size=bs),
+    }
+    art = art_certify(module, input_shape, sigma, args.n0, args.n, bs)
+    if art is not None:
+        runs["ART"] = lambda: art(X)
+    t = median_of(runs, args.repeats)
+    per_input = {k: 1e3 * v / len(X) for k, v in t.items()}
+    line = (
+        f"{label:<30} {path:<6} naive {per_input['naive']:8.1f}  "
+        f"smoothlearn {per_input['smoothlearn']:8.1f}  "
+        f"naive/smoothlearn {t['naive'] / t['smoothlearn']:5.2f}x"
+    )
+    if "ART" in t:
+        line += (
+            f"  ART {per_input['ART']:8.1f}  ART/smoothlearn "
+            f"{t['ART'] / t['smoothlearn']:5.2f}x"
+        )
+    print(line)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=16)
+    parser.add_argument("--cnn-inputs", type=int, default=4)
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--n0", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    print(
+        f"{args.inputs} inputs ({args.cnn_inputs} for the CNN) x (n0 + n = "
+        f"{args.n0} + {args.n}) draws, batch {args.batch_size}, torch threads "
+        f"{torch.get_num_threads()}; ms per input, median of {args.repeats}"
+    )
+    X = data("digits", args.inputs)
+    bench("64-input MLP class", UserMLP(64), X, (64,), args)
+    X = data("fashion", args.inputs)
+    if X is None:
+        print(f"Fashion-MNIST not found under {FASHION}: 784-input rows skipped")
+        return
+    bench("784-input MLP class", UserMLP(784), X, (784,), args)
+    cnn_X = X[: args.cnn_inputs]
+    bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    main()
