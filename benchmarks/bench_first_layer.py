@@ -65,7 +65,7 @@ def bench(label, module, X, input_shape, args):
     sigma, n, bs = 0.25, args.n, args.batch_size
     bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), X.shape[1])
     plain = BaseNetwork(module, input_shape, 10, reuse_first_layer=False)
-    fused = BaseNetwork(module, input_shape, 10)
+    fused = BaseNetwork(module, input_shape, 10, reuse_first_layer=True)
     assert fused.first_linear is not None
     scale = np.full(len(X), sigma)
     runs = {

@@ -90,9 +90,7 @@ def main():
     built = 0
     build_start = time.perf_counter()
     for target in checkpoints:
-        memory.transform(
-            certificates(rng, target - built, d, means, basis, args.rank)
-        )
+        memory.transform(certificates(rng, target - built, d, means, basis, args.rank))
         built = target
         memory.index = True
         t_index, a_index, cand = time_queries(memory, queries)

@@ -89,7 +89,9 @@ def art_certify(module, input_shape, sigma, n0, n, batch_size):
         scale=sigma,
         alpha=0.001,
     )
-    return lambda X: art.certify(X.reshape(-1, *input_shape), n=n, batch_size=batch_size)
+    return lambda X: art.certify(
+        X.reshape(-1, *input_shape), n=n, batch_size=batch_size
+    )
 
 
 def bench(label, module, X, input_shape, args):

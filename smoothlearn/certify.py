@@ -156,9 +156,10 @@ class BaseNetwork:
     nonlinearity : callable, default=None
         Maps module outputs to class probabilities (skorch's predict
         nonlinearity); softmax when None.
-    reuse_first_layer : bool, default=True
+    reuse_first_layer : 'auto' or bool, default='auto'
         Reuse the first linear map's response to the noise bank when the
-        module starts with one (see :mod:`smoothlearn.first_layer`).
+        module starts with one (see :mod:`smoothlearn.first_layer`): ``'auto'``
+        where that is faster, True wherever a split exists, False never.
     outputs_probabilities : bool, default=False
         The module outputs class probabilities (skorch's convention under an
         ``NLLLoss`` criterion): :meth:`logits` then returns their logarithm,
@@ -172,7 +173,7 @@ class BaseNetwork:
         n_classes,
         device="cpu",
         nonlinearity=None,
-        reuse_first_layer=True,
+        reuse_first_layer="auto",
         outputs_probabilities=False,
     ):
         self.module = _for_inference(module, device)
@@ -191,7 +192,13 @@ class BaseNetwork:
         if not self.reuse_first_layer:
             return None
         if self._first_linear is None:
-            found = find_first_linear(self.module, self.input_shape, self.n_features)
+            found = find_first_linear(
+                self.module,
+                self.input_shape,
+                self.n_features,
+                when_faster=self.reuse_first_layer == "auto",
+                device=self.device,
+            )
             self._first_linear = found if found is not None else False
         return self._first_linear or None
 

@@ -27,7 +27,10 @@ How the first linear map is found
   MLP and CNN do. The split is checked once on a random input; a wrong hook
   raises rather than giving wrong counts.
 
-Networks without a linear first map take the plain path.
+Networks without a linear first map take the plain path, and so do those
+whose split :func:`reuse_is_faster` finds slower than the plain path (a
+narrow first Linear; a first convolution on the CPU, where convolutions run in
+channels-last layout).
 """
 
 import logging
@@ -38,7 +41,13 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["FirstLinear", "split_sequential", "split_traced", "find_first_linear"]
+__all__ = [
+    "FirstLinear",
+    "find_first_linear",
+    "reuse_is_faster",
+    "split_sequential",
+    "split_traced",
+]
 
 logger = logging.getLogger("smoothlearn")
 
@@ -148,11 +157,36 @@ def split_sequential(sequential):
     return None
 
 
-#: Reuse pays when the first map does at least this many multiply-adds per
-#: output value (its fan-in): the fused path replaces them by one addition
-#: plus a read of the shared response, and below this the saved arithmetic
-#: no longer pays for the larger hidden tensors it moves.
+#: Reuse pays when a first ``nn.Linear`` does at least this many
+#: multiply-adds per output value (its fan-in): the fused path replaces them
+#: by one addition plus a read of the shared response, and below this the
+#: saved arithmetic no longer pays for the larger hidden tensors it moves.
 REUSE_MIN_FAN_IN = 8
+
+
+def reuse_is_faster(linear, device):
+    """Whether reusing ``linear``'s response beats the plain path, or why not.
+
+    A first ``nn.Conv2d`` on the CPU is not reused: there the engine runs
+    convolutions in channels-last layout, whose plain path measured as fast or
+    faster (user CNNs on 1x28x28: plain 1.14-1.22x faster than fused; on
+    3x32x32: 0.93-1.19x, ``benchmarks/bench_user_modules.py``).
+
+    Returns
+    -------
+    str or None
+        The reason reuse is slower, None where it is faster.
+    """
+    if isinstance(linear, nn.Conv2d):
+        if torch.device(device).type == "cpu":
+            return "a first convolution on the CPU runs faster channels-last, unfused"
+        return None
+    if fan_in(linear) < REUSE_MIN_FAN_IN:
+        return (
+            f"the first map's fan-in {fan_in(linear)} is below {REUSE_MIN_FAN_IN}, "
+            "where reuse is slower"
+        )
+    return None
 
 
 def fan_in(linear):
@@ -206,15 +240,16 @@ class FirstLinear:
         return F.linear(z, lin.weight)
 
 
-def find_first_linear(module, input_shape, n_features):
+def find_first_linear(
+    module, input_shape, n_features, *, when_faster=False, device="cpu"
+):
     """The :class:`FirstLinear` split of ``module``, or None for the plain path.
 
     In order: the module's ``smoothlearn_first_linear`` hook (a wrong one
-    raises), a Sequential's first layers, a ``torch.fx`` trace. A found (not
-    declared) split whose first map has a fan-in below
-    :data:`REUSE_MIN_FAN_IN` is not used (reuse would be slower). Every
-    reason for the plain path is logged at DEBUG level on the ``smoothlearn``
-    logger.
+    raises), a Sequential's first layers, a ``torch.fx`` trace. With
+    ``when_faster``, a split is only used where :func:`reuse_is_faster` says
+    reuse beats the plain path on ``device``. Every reason for the plain path
+    is logged at DEBUG level on the ``smoothlearn`` logger.
     """
     name = type(module).__name__
     hook = getattr(module, "smoothlearn_first_linear", None)
@@ -248,11 +283,8 @@ def find_first_linear(module, input_shape, n_features):
         raise ValueError(
             f"{name}.smoothlearn_first_linear does not reproduce the module: {reason}"
         )
-    if reason is None and not declared and fan_in(linear) < REUSE_MIN_FAN_IN:
-        reason = (
-            f"the first map's fan-in {fan_in(linear)} is below {REUSE_MIN_FAN_IN}, "
-            "where reuse is slower"
-        )
+    if reason is None and when_faster:
+        reason = reuse_is_faster(linear, device)
     if reason is not None:
         logger.debug("plain path (no first-layer reuse) for %s: %s", name, reason)
         return None

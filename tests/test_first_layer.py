@@ -102,7 +102,7 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
             "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
         }[scale_kind]
         dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in scale])
-    fused = BaseNetwork(module, shape, 4)
+    fused = BaseNetwork(module, shape, 4, reuse_first_layer=True)
     plain = BaseNetwork(module, shape, 4, reuse_first_layer=False)
     assert fused.first_linear is not None and plain.first_linear is None
     bank = NoiseBank(3, ESTIMATION, get_noise("gaussian"), d)
@@ -235,8 +235,15 @@ def test_a_first_map_too_small_to_pay_takes_the_plain_path(caplog):
             return self.out(torch.relu(self.fc(x)))
 
     with caplog.at_level("DEBUG", logger="smoothlearn"):
-        assert find_first_linear(Narrow(), (4,), 4) is None
+        assert find_first_linear(Narrow(), (4,), 4, when_faster=True) is None
     assert "fan-in 4" in caplog.text
+    assert find_first_linear(Narrow(), (4,), 4) is not None  # it does split
+    # a first convolution on the CPU runs channels-last and unfused; not so
+    # on a GPU, where the layout is left alone
+    torch.manual_seed(0)
+    assert find_first_linear(UserCNN(), (3, 4, 4), 48, when_faster=True) is None
+    assert BaseNetwork(UserCNN(), (3, 4, 4), 4).first_linear is None
+    assert BaseNetwork(UserMLP(12, 4), (12,), 4).first_linear is not None
 
 
 def test_a_wrong_hook_raises_instead_of_miscounting():
