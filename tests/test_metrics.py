@@ -232,3 +232,53 @@ def test_scorers_in_grid_search_and_cross_validate(digits):
         scores["test_acr"] == scores["test_acr_p"]
     ).all()  # isotropic: proxy = radius
     assert set(get_scorer_names()) >= {"certified_accuracy", "acr"}
+
+
+def test_a_scoring_dict_certifies_once_per_fold(monkeypatch):
+    """Three certificate scorers in one GridSearchCV cost one certification per
+    (estimator, X), as scikit-learn's multimetric cache does for predict."""
+    from smoothlearn import SmoothedClassifier
+
+    calls = []
+    original = SmoothedClassifier.certify
+
+    def certify(self, X, **kwargs):  # scikit-learn calls it by its __name__
+        calls.append(len(X))
+        return original(self, X, **kwargs)
+
+    monkeypatch.setattr(SmoothedClassifier, "certify", certify)
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 2).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    base = SmoothedClassifier(n=200, n0=20, max_epochs=5, lr=0.05, random_state=0)
+    grid = {"sigma": [0.1, 0.2]}
+
+    def search(scoring):
+        calls.clear()
+        GridSearchCV(base, grid, scoring=scoring, refit=False, cv=2).fit(X, y)
+        return len(calls)
+
+    one = search({"ca": certified_accuracy_scorer(radius=0.1)})
+    three = search(
+        {
+            "ca@0.1": certified_accuracy_scorer(radius=0.1),
+            "acr": get_scorer("acr"),
+            "acr~": get_scorer("acr_proxy"),
+        }
+    )
+    assert one == 4  # 2 sigmas x 2 folds
+    assert three <= 1.3 * one
+
+
+def test_scorer_names_take_their_arguments():
+    assert get_scorer("acr_proxy")._kwargs == {"proxy": True}
+    assert get_scorer("certified_accuracy_proxy", radius=0.5)._kwargs == {
+        "radius": 0.5,
+        "proxy": True,
+    }
+    with pytest.raises(TypeError, match="scorer 'acr'"):
+        get_scorer("acr", radius=0.5)
+    with pytest.warns(FutureWarning, match="make_certificate_scorer"):
+        from smoothlearn.metrics import CertificateScorer
+
+        CertificateScorer(certified_accuracy, radius=0.2)

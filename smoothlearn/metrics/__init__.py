@@ -16,6 +16,7 @@ from ._scorers import (
     certified_accuracy_scorer,
     get_scorer,
     get_scorer_names,
+    make_certificate_scorer,
 )
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "clean_accuracy",
     "get_scorer",
     "get_scorer_names",
+    "make_certificate_scorer",
     "read_certificates_tsv",
     "superset_share",
     "write_certificates_tsv",

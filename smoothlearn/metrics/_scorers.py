@@ -1,11 +1,18 @@
 """Scorers for model selection: ``scoring=`` in GridSearchCV and cross_validate.
 
-A scorer is a callable ``scorer(estimator, X, y) -> float``: it certifies ``X``
-once with the estimator of the current fold and applies one metric. It keeps
-nothing between calls, so nothing leaks across folds.
+The scorers are scikit-learn's own (:func:`sklearn.metrics.make_scorer`) with
+``certify`` as the response method: a scorer certifies ``X`` with the
+estimator of the current fold and applies one metric to the certificates. In
+a multimetric ``scoring`` dict scikit-learn then calls ``certify`` once per
+(estimator, X) and hands the same certificates to every scorer, so three
+certificate scorers cost one certification. Nothing is kept between calls,
+so nothing leaks across folds.
 """
 
+import warnings
 from numbers import Real
+
+from sklearn.metrics import make_scorer
 
 from ..utils._sklearn_compat import Interval, validate_params
 from ._certified import average_certified_radius, certified_accuracy
@@ -16,30 +23,56 @@ __all__ = [
     "certified_accuracy_scorer",
     "get_scorer",
     "get_scorer_names",
+    "make_certificate_scorer",
 ]
 
+#: The response method of certificate scorers, as scikit-learn's scorers name
+#: it (a tuple: scikit-learn caches responses by it, so it must be hashable).
+CERTIFY = ("certify",)
 
-class CertificateScorer:
-    """Score an estimator by a metric of its certificates.
+
+def make_certificate_scorer(metric, **kwargs):
+    """A scikit-learn scorer of a metric of certificates.
+
+    ``scorer(estimator, X, y)`` is ``metric(y, estimator.certify(X),
+    **kwargs)``. Scorers made here share one ``certify`` call per (estimator,
+    X) when they stand together in a ``scoring`` dict.
 
     Parameters
     ----------
     metric : callable
-        ``metric(y_true, certificates, **kwargs) -> float``.
+        ``metric(y_true, certificates, **kwargs) -> float``, greater is better.
     **kwargs
         Passed to ``metric``.
+
+    Returns
+    -------
+    scorer : callable
+        A scikit-learn scorer.
+
+    Examples
+    --------
+    >>> from smoothlearn.metrics import certified_accuracy
+    >>> make_certificate_scorer(certified_accuracy, radius=0.5)
+    make_scorer(certified_accuracy, response_method=('certify',), radius=0.5)
     """
+    return make_scorer(metric, response_method=CERTIFY, **kwargs)
 
-    def __init__(self, metric, **kwargs):
-        self.metric = metric
-        self.kwargs = kwargs
 
-    def __call__(self, estimator, X, y):
-        return self.metric(y, estimator.certify(X), **self.kwargs)
+def CertificateScorer(metric, **kwargs):  # noqa: N802 (the old class's name)
+    """Deprecated: use :func:`make_certificate_scorer`.
 
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
-        return f"CertificateScorer({self.metric.__name__}{', ' if args else ''}{args})"
+    The old scorer class was a plain callable, which scikit-learn's
+    multimetric scoring could not share a certification between.
+    """
+    warnings.warn(
+        "CertificateScorer is deprecated and will be removed in 0.3; use "
+        "make_certificate_scorer, whose scorers share one certification in a "
+        "scoring dict.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return make_certificate_scorer(metric, **kwargs)
 
 
 @validate_params(
@@ -52,24 +85,25 @@ def certified_accuracy_scorer(radius=0.0, *, proxy=False):
     Examples
     --------
     >>> certified_accuracy_scorer(radius=0.5)
-    CertificateScorer(certified_accuracy, radius=0.5, proxy=False)
+    make_scorer(certified_accuracy, response_method=('certify',), radius=0.5, \
+proxy=False)
     """
-    return CertificateScorer(certified_accuracy, radius=radius, proxy=proxy)
+    return make_certificate_scorer(certified_accuracy, radius=radius, proxy=proxy)
 
 
 @validate_params({"proxy": ["boolean"]}, prefer_skip_nested_validation=True)
 def acr_scorer(*, proxy=False):
     """Scorer of the average certified radius (ACR; AC R-tilde if ``proxy``)."""
-    return CertificateScorer(average_certified_radius, proxy=proxy)
+    return make_certificate_scorer(average_certified_radius, proxy=proxy)
 
 
 _REGISTRY = {
-    "certified_accuracy": certified_accuracy_scorer,
+    "certified_accuracy": lambda **kw: certified_accuracy_scorer(**kw),
     "certified_accuracy_proxy": lambda **kw: certified_accuracy_scorer(
         proxy=True, **kw
     ),
-    "acr": acr_scorer,
-    "acr_proxy": lambda: acr_scorer(proxy=True),
+    "acr": lambda **kw: acr_scorer(**kw),
+    "acr_proxy": lambda **kw: acr_scorer(proxy=True, **kw),
 }
 
 
@@ -85,21 +119,29 @@ def get_scorer_names():
 
 
 def get_scorer(name, **kwargs):
-    """A scorer by name, with its keyword arguments (e.g. ``radius=0.5``).
+    """A certificate scorer by name, with its keyword arguments.
+
+    scikit-learn's ``scoring="..."`` strings name its own scorers only; pass
+    these as objects, e.g. ``scoring={"acr": get_scorer("acr"), "ca@0.5":
+    get_scorer("certified_accuracy", radius=0.5)}``.
 
     Parameters
     ----------
     name : str
         One of :func:`get_scorer_names`.
     **kwargs
-        Passed to the scorer's factory.
+        Passed to the scorer's factory (``radius`` for certified accuracy).
 
     Returns
     -------
-    CertificateScorer
+    scorer : callable
+        A scikit-learn scorer (:func:`make_certificate_scorer`).
     """
     if name not in _REGISTRY:
         raise ValueError(
             f"unknown scorer {name!r}; choose one of {get_scorer_names()}."
         )
-    return _REGISTRY[name](**kwargs)
+    try:
+        return _REGISTRY[name](**kwargs)
+    except TypeError as exc:
+        raise TypeError(f"scorer {name!r}: {exc}") from None
