@@ -282,3 +282,40 @@ def test_scorer_names_take_their_arguments():
         from smoothlearn.metrics import CertificateScorer
 
         CertificateScorer(certified_accuracy, radius=0.2)
+
+
+def test_display_from_predictions_and_from_estimator():
+    from .conftest import linear_module
+
+    cert = _fixed()
+    from_certs = CertifiedAccuracyDisplay.from_certificates(Y, {"a": cert})
+    from_preds = CertifiedAccuracyDisplay.from_predictions(
+        Y, cert.label, cert.radius, name="a"
+    )
+    for a, b in zip(
+        from_certs.lines_["a"].get_data(), from_preds.lines_["a"].get_data()
+    ):
+        np.testing.assert_allclose(a, b)
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(30, 2).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    clf = SmoothedClassifier(
+        linear_module([1.0, 0.0], 0.0), max_epochs=0, n=300, n0=20, random_state=0
+    ).fit(X, y)
+    display = CertifiedAccuracyDisplay.from_estimator(clf, X, y)
+    expected = CertifiedAccuracyDisplay.from_certificates(y, clf.certify(X))
+    for a, b in zip(
+        display.lines_["cohen"].get_data(), expected.lines_["cohen"].get_data()
+    ):
+        np.testing.assert_allclose(a, b)
+    both = CertifiedAccuracyDisplay.from_estimator(
+        {"s=0.25": clf, "s=0.5": clone_with(clf, sigma=0.5)}, X, y
+    )
+    assert set(both.lines_) == {"s=0.25", "s=0.5"}
+
+
+def clone_with(clf, **params):
+    import copy
+
+    return copy.deepcopy(clf).set_params(**params)

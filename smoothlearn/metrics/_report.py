@@ -73,8 +73,11 @@ def certified_accuracy_table(y_true, certificates, radii=DEFAULT_RADII, *, proxy
 class CertifiedAccuracyDisplay:
     """Certified accuracy against (proxy) radius for several strategies on one axes.
 
-    The figure of ANCER (figure 2) and RANCER (figure 3). Build it with
-    :meth:`from_certificates`; save it with ``display.figure_.savefig(...)``.
+    The figure of ANCER (figure 2) and RANCER (figure 3). Build it as
+    scikit-learn's displays are built: :meth:`from_estimator` (certifies ``X``),
+    :meth:`from_certificates` (certificates at hand) or
+    :meth:`from_predictions` (labels and radii, e.g. read from a log); save it
+    with ``display.figure_.savefig(...)``.
 
     Parameters
     ----------
@@ -116,6 +119,71 @@ class CertifiedAccuracyDisplay:
             for name, cert in _as_mapping(certificates).items()
         }
         return cls(curves, proxy=proxy).plot(ax=ax)
+
+    @classmethod
+    def from_estimator(cls, estimator, X, y, *, name=None, proxy=False, ax=None):
+        """Certify ``X`` with a fitted estimator (or several) and plot the curves.
+
+        Parameters
+        ----------
+        estimator : SmoothedClassifier or dict of str to SmoothedClassifier
+            Fitted; a dict draws one curve per entry.
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        y : array-like of shape (n_samples,)
+        name : str, default=None
+            The curve's label for a single estimator (its strategy's name by
+            default).
+        proxy : bool, default=False
+        ax : matplotlib Axes, default=None
+
+        Returns
+        -------
+        CertifiedAccuracyDisplay
+        """
+        if isinstance(estimator, dict):
+            certificates = {key: est.certify(X) for key, est in estimator.items()}
+        else:
+            certified = estimator.certify(X)
+            certificates = {name or certified.strategy or "certificates": certified}
+        return cls.from_certificates(y, certificates, proxy=proxy, ax=ax)
+
+    @classmethod
+    def from_predictions(
+        cls, y_true, y_pred, radius, *, abstained=None, name="certificates", ax=None
+    ):
+        """Plot the curve of predicted labels and their certified radii.
+
+        For results held as plain arrays, such as Cohen et al.'s logs.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (n_samples,)
+        y_pred : array-like of shape (n_samples,)
+            Smoothed predictions (any marker where abstained).
+        radius : array-like of shape (n_samples,)
+            Certified radius of each prediction.
+        abstained : array-like of bool, default=None
+            Where the classifier abstained; where ``radius <= 0`` when None
+            (a certified prediction has a positive radius).
+        name : str, default='certificates'
+        ax : matplotlib Axes, default=None
+
+        Returns
+        -------
+        CertifiedAccuracyDisplay
+        """
+        from types import SimpleNamespace
+
+        radius = np.asarray(radius, dtype=float)
+        if abstained is None:
+            abstained = radius <= 0
+        certificates = SimpleNamespace(
+            label=np.asarray(y_pred),
+            abstained=np.asarray(abstained, dtype=bool),
+            radius=radius,
+            proxy_radius=radius,
+        )
+        return cls.from_certificates(y_true, {name: certificates}, ax=ax)
 
     def plot(self, ax=None):
         """Draw on ``ax`` (a new figure when None) and return ``self``."""
