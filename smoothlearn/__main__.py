@@ -4,7 +4,8 @@
 scikit-learn's digits and certifies 200 held-out inputs with Cohen smoothing,
 writing a TSV log per strategy, a summary table and a certified-accuracy plot.
 ``smoothlearn compare`` certifies the same trained network with several
-strategies and prints the paper-style table.
+strategies and prints the paper-style table; ``smoothlearn report DIR``
+re-renders a finished run's table and plot from its TSV logs.
 """
 
 import argparse
@@ -212,6 +213,22 @@ def build_parser():
     distinct = [name for name, cls in STRATEGIES.items() if cls().name == name]
     _add_common(compare, distinct)
     compare.set_defaults(default_strategies=distinct)
+    rerender = sub.add_parser(
+        "report",
+        help="re-render the table and plot of a finished run from its TSV logs",
+        description="Read the certify_<strategy>.tsv logs in DIR and write its "
+        "summary.txt and certified_accuracy.png again (e.g. at other radii).",
+    )
+    rerender.add_argument("dir", help="the --out folder of a finished run")
+    rerender.add_argument(
+        "--radii",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.25, 0.5, 0.75, 1.0],
+        help="radii of the summary table",
+    )
+    rerender.add_argument("--no-plot", action="store_true", help="skip the plot")
+    rerender.add_argument("-q", "--quiet", action="store_true", help="no messages")
     return parser
 
 
@@ -313,11 +330,7 @@ def _save_memories(args, clf, paths):
 def run(args):
     """Carry out a parsed ``certify`` or ``compare`` command; return the table."""
     from .datasets import load_dataset
-    from .metrics import (
-        CertifiedAccuracyDisplay,
-        certified_accuracy_table,
-        write_certificates_tsv,
-    )
+    from .metrics import write_certificates_tsv
     from .strategies import get_strategy
 
     data = load_dataset(args.data, random_state=args.random_state)
@@ -378,13 +391,25 @@ def run(args):
             os.path.join(args.out, f"certify_{strategy}.tsv"), cert, y
         )
         results[strategy] = cert
-    table = certified_accuracy_table(y, results, args.radii)
     header = (
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
     )
+    return _summarise(args, header, clf.noise_.norm, y, results)
+
+
+def _summarise(args, header, norm, y, results):
+    """Print and save the captioned table and plot; return the table."""
+    from .metrics import (
+        CertifiedAccuracyDisplay,
+        certified_accuracy_caption,
+        certified_accuracy_table,
+    )
+
+    table = certified_accuracy_table(y, results, args.radii)
+    text = "\n".join([header, certified_accuracy_caption(norm), table])
     with open(os.path.join(args.out, "summary.txt"), "w") as handle:
-        handle.write(header + "\n" + table + "\n")
+        handle.write(text + "\n")
     if not args.no_plot:
         try:
             import matplotlib
@@ -395,9 +420,39 @@ def run(args):
         else:
             display = CertifiedAccuracyDisplay.from_certificates(y, results)
             display.figure_.savefig(os.path.join(args.out, "certified_accuracy.png"))
-    print(header)
-    print(table)
+    print(text)
     return table
+
+
+def report(args):
+    """Re-render a finished run's table and plot from its TSV logs."""
+    import glob
+
+    import numpy as np
+
+    from .metrics import read_certificates_tsv
+
+    args.out = args.dir
+    paths = sorted(glob.glob(os.path.join(args.dir, "certify_*.tsv")))
+    if not paths:
+        raise ValueError(f"{args.dir} holds no certify_<strategy>.tsv logs")
+    results = {}
+    for path in paths:
+        name = os.path.basename(path)[len("certify_") : -len(".tsv")]
+        results[name] = read_certificates_tsv(path)
+    y = next(iter(results.values())).y_true
+    for name, log in results.items():
+        if not np.array_equal(log.y_true.astype(str), y.astype(str)):
+            raise ValueError(f"certify_{name}.tsv certifies other inputs than the rest")
+    # the run's own first line (data, noise, sigma ...) where summary.txt has it
+    header, norm = f"logs in {args.dir}", "l2"
+    summary = os.path.join(args.dir, "summary.txt")
+    if os.path.exists(summary):
+        with open(summary) as handle:
+            header = handle.readline().rstrip("\n")
+        noise = dict(p.split("=", 1) for p in header.split() if "=" in p).get("noise")
+        norm = {"uniform": "l1", "laplace": "l1"}.get(noise, "l2")
+    return _summarise(args, header, norm, y, results)
 
 
 def main(argv=None):
@@ -408,7 +463,10 @@ def main(argv=None):
         argv = ["certify", *argv]  # certify is the default command
     args = parser.parse_args(argv)
     try:
-        run(args)
+        if args.command == "report":
+            report(args)
+        else:
+            run(args)
     except (ValueError, TypeError, OSError) as exc:
         print(f"smoothlearn: error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 * scikit-learn's digits (8x8 images, shipped with scikit-learn);
 * an ``.npz`` file holding arrays ``X`` and ``y`` (and optionally
   ``X_test``/``y_test``);
-* a folder of MNIST-format idx files (``train-images-idx3-ubyte[.gz]``,
+* a folder of MNIST-format idx files (``train-images-idx3-ubyte[.gz]`` or
+  ``train-images.idx3-ubyte[.gz]``,
   ``train-labels-idx1-ubyte[.gz]``, ``t10k-...``): MNIST, or Fashion-MNIST as
   Debian's ``dataset-fashion-mnist`` installs it under
   ``/usr/share/datasets/fashion-mnist``.
@@ -74,11 +75,20 @@ def read_idx(path):
 
 
 def _find(folder, stem):
-    for name in (stem, stem + ".gz"):
+    """The file of ``stem`` (e.g. ``train-images-idx3-ubyte``) in ``folder``.
+
+    Both common namings: ``train-images-idx3-ubyte`` (LeCun's) and
+    ``train-images.idx3-ubyte`` (a dot before ``idx``), each optionally
+    gzipped.
+    """
+    dotted = stem.replace("-idx", ".idx")
+    for name in (stem, stem + ".gz", dotted, dotted + ".gz"):
         path = os.path.join(folder, name)
         if os.path.exists(path):
             return path
-    raise ValueError(f"{folder} has no {stem}[.gz]: not an MNIST-format folder")
+    raise ValueError(
+        f"{folder} has no {stem}[.gz] (nor {dotted}[.gz]): not an MNIST-format folder"
+    )
 
 
 def _load_idx_folder(folder):

@@ -34,14 +34,32 @@ def test_certify_end_to_end_on_digits(tmp_path):
         "--quiet",
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[1].split()[:3] == ["strategy", "R=0", "R=0.25"]
-    assert proc.stdout.splitlines()[2].startswith("cohen")
+    lines = proc.stdout.splitlines()
+    # a caption says what the numbers are
+    assert lines[1].startswith("certified accuracy (%) at l2 radius R;")
+    assert lines[2].split()[:3] == ["strategy", "R=0", "R=0.25"]
+    assert lines[3].startswith("cohen")
     log = read_certificates_tsv(out / "certify_cohen.tsv")
     assert len(log) == 30 and log.correct.mean() > 0.5
     assert (out / "summary.txt").read_text().splitlines()[
         1:
     ] == proc.stdout.splitlines()[1:]
     assert (out / "certified_accuracy.png").stat().st_size > 1000
+    # report re-renders the table from the TSV logs, at other radii if asked
+    (out / "certified_accuracy.png").unlink()
+    again = _run("report", str(out), "-q")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == proc.stdout
+    assert (out / "certified_accuracy.png").stat().st_size > 1000
+    other = _run("report", str(out), "--radii", "0", "0.1", "--no-plot")
+    assert other.stdout.splitlines()[2].split() == [
+        "strategy",
+        "R=0",
+        "R=0.1",
+        "ACR",
+        "ACR~",
+    ]
+    assert _run("report", str(tmp_path)).returncode == 2
 
 
 def test_npz_data_and_saved_model(tmp_path):
@@ -152,7 +170,7 @@ def test_compare_prints_one_row_per_strategy(tmp_path):
         str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split()[0] for line in proc.stdout.splitlines()[2:]]
+    rows = [line.split()[0] for line in proc.stdout.splitlines()[3:]]
     assert rows == ["cohen", "isotropic_dd"]
     assert (tmp_path / "certify_isotropic_dd.tsv").exists()
 
@@ -199,3 +217,31 @@ def test_a_later_model_run_continues_the_memory(tmp_path):
     # each input met its own earlier region (same label), so nothing changed
     assert memory.n_entries_ == 2 * entries
     assert second.stdout.splitlines()[1:] == first.stdout.splitlines()[1:]
+
+
+def _write_idx(path, array):
+    import gzip
+    import struct
+
+    array = np.asarray(array, dtype=np.uint8)
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
+    with gzip.open(path, "wb") as handle:
+        handle.write(header + array.tobytes())
+
+
+@pytest.mark.parametrize("sep", ["-", "."])
+def test_both_mnist_file_namings_are_read(tmp_path, sep):
+    from smoothlearn.datasets import load_dataset
+
+    rng = np.random.RandomState(0)
+    for prefix, n in (("train", 30), ("t10k", 10)):
+        _write_idx(
+            tmp_path / f"{prefix}-images{sep}idx3-ubyte.gz",
+            rng.randint(0, 256, (n, 4, 4)),
+        )
+        _write_idx(tmp_path / f"{prefix}-labels{sep}idx1-ubyte.gz", np.arange(n) % 3)
+    data = load_dataset(str(tmp_path))
+    assert data.X_train.shape == (30, 16) and data.X_test.shape == (10, 16)
+    np.testing.assert_array_equal(data.y_test, np.arange(10) % 3)

@@ -9,7 +9,11 @@ from ._certified import (
     superset_share,
 )
 from ._io import CertificateLog, read_certificates_tsv, write_certificates_tsv
-from ._report import CertifiedAccuracyDisplay, certified_accuracy_table
+from ._report import (
+    CertifiedAccuracyDisplay,
+    certified_accuracy_caption,
+    certified_accuracy_table,
+)
 from ._scorers import (
     CertificateScorer,
     acr_scorer,
@@ -27,6 +31,7 @@ __all__ = [
     "average_certified_radius",
     "average_radius_improvement",
     "certified_accuracy",
+    "certified_accuracy_caption",
     "certified_accuracy_curve",
     "certified_accuracy_scorer",
     "certified_accuracy_table",

@@ -4,7 +4,11 @@ import numpy as np
 
 from ._certified import average_certified_radius, certified_accuracy
 
-__all__ = ["CertifiedAccuracyDisplay", "certified_accuracy_table"]
+__all__ = [
+    "CertifiedAccuracyDisplay",
+    "certified_accuracy_caption",
+    "certified_accuracy_table",
+]
 
 DEFAULT_RADII = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -68,6 +72,22 @@ def certified_accuracy_table(y_true, certificates, radii=DEFAULT_RADII, *, proxy
         ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def certified_accuracy_caption(norm="l2", *, proxy=False):
+    """The caption that says what :func:`certified_accuracy_table` shows.
+
+    Examples
+    --------
+    >>> print(certified_accuracy_caption("l2"))  # doctest: +NORMALIZE_WHITESPACE
+    certified accuracy (%) at l2 radius R; ACR: average certified radius,
+    ACR~: average proxy radius (n-th root of the region's volume)
+    """
+    column = "proxy radius R~" if proxy else f"{norm} radius R"
+    return (
+        f"certified accuracy (%) at {column}; ACR: average certified radius, "
+        "ACR~: average proxy radius (n-th root of the region's volume)"
+    )
 
 
 class CertifiedAccuracyDisplay:
