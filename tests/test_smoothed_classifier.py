@@ -62,6 +62,12 @@ def test_image_shaped_input_uses_a_cnn(digits):
     assert (cert.label == y[400:420]).mean() > 0.5
     with pytest.raises(ValueError, match="shape"):
         clf.certify(X_img[:5].reshape(5, 1, 4, 16))
+    # every pixel of every channel is a feature, as scikit-learn counts them
+    assert clf.n_features_in_ == 64 and clf.input_shape_ == (1, 8, 8)
+    with pytest.raises(ValueError, match="shape"):
+        clf.certify(X[:5])  # the right number of values, flat
+    with pytest.raises(ValueError, match="features"):
+        clf.certify(X_img[:5, :, :4])
 
 
 def test_string_labels_and_abstain_label():

@@ -205,7 +205,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         Class labels (any labels; strings included).
     n_features_in_ : int
-        ``X.shape[1]`` seen in ``fit``.
+        Features of one input seen in ``fit``: ``X.shape[1]`` for flat inputs,
+        ``C * H * W`` for images (each pixel of each channel is a feature, as
+        scikit-learn counts them once images are flattened).
     input_shape_ : tuple of int
         Shape of one input seen in ``fit`` (``X.shape[1:]``).
     net_ : skorch.NeuralNetClassifier
@@ -381,7 +383,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self : SmoothedClassifier
         """
         self._check_network_params()
-        X, y = validate_data(self, X, y, allow_nd=True, dtype=np.float32)
+        X, image_shape = _flatten_images(X)
+        X, y = validate_data(self, X, y, dtype=np.float32)
+        input_shape = image_shape or tuple(X.shape[1:])
+        X = X.reshape(len(X), *input_shape)
         check_classification_targets(y)
         encoder = LabelEncoder()
         y_index = encoder.fit_transform(y).astype(np.int64)
@@ -393,7 +398,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             )
         self._abstain_label(classes)
         family = get_noise(self.noise)
-        input_shape = tuple(X.shape[1:])
         strategy = get_strategy(self.strategy)
         strategy.check(family, input_shape)
         training = get_training(self.training)
@@ -465,13 +469,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _validate_X(self, X):
         """Check a fitted estimator and ``X``; return flat float32 inputs."""
         check_is_fitted(self)
-        X = validate_data(self, X, allow_nd=True, dtype=np.float32, reset=False)
-        if tuple(X.shape[1:]) != self.input_shape_:
+        X, image_shape = _flatten_images(X)
+        X = validate_data(self, X, dtype=np.float32, reset=False)
+        shape = image_shape or tuple(X.shape[1:])
+        if shape != self.input_shape_:
             raise ValueError(
-                f"X has inputs of shape {tuple(X.shape[1:])}, but SmoothedClassifier "
+                f"X has inputs of shape {shape}, but SmoothedClassifier "
                 f"was fitted on inputs of shape {self.input_shape_}."
             )
-        return X.reshape(len(X), -1)
+        return X
 
     def _network(self):
         net = self.net_
@@ -808,6 +814,25 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def _flatten_images(X):
+    """``(X, image_shape)``: image-shaped inputs flattened for validation.
+
+    scikit-learn's validation counts ``X.shape[1]`` as the features, which for
+    ``(n, C, H, W)`` images would be the channels; flattened, every value is a
+    feature. Flat inputs (data frames included) pass through with None.
+    """
+    if hasattr(X, "columns"):
+        return X, None
+    try:
+        ndim = X.ndim if hasattr(X, "ndim") else np.ndim(X)
+    except ValueError:  # ragged nested lists: validation will say so
+        return X, None
+    if ndim <= 2:
+        return X, None
+    X = np.asarray(X)
+    return X.reshape(len(X), -1), tuple(X.shape[1:])
 
 
 def _params_repr(strategy):
