@@ -8,14 +8,17 @@ beside them (UCAN figure 7) to ucan_noise_maps.png.
     python examples/ucan_images.py
 """
 
-from _settings import EPOCHS, N_TEST, N
+import os
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
 from smoothlearn.metrics import certified_accuracy_table
 
+FAST = os.environ.get("SMOOTHLEARN_EXAMPLES_FAST") == "1"
+N, EPOCHS = (2_000, 3) if FAST else (100_000, 20)
+
 data = load_dataset("digits").as_images()  # X of shape (n, 1, 8, 8)
-X_test, y_test = data.X_test[:N_TEST], data.y_test[:N_TEST]
+X_test, y_test = data.X_test[: 40 if FAST else 200], data.y_test[: 40 if FAST else 200]
 
 fitted, certificates = {}, {}
 for strategy in ("cohen", "ucan_pattern", "ucan_universal", "ucan_input"):
