@@ -1,4 +1,7 @@
-"""Compare cohen, isotropic_dd and ancer on one network: table and plot.
+"""
+Compare cohen, isotropic_dd and ancer on one network: table and plot
+====================================================================
+
 
 The table and the plot both show certified accuracy against the inscribed
 (l2) radius; the table's last column is the average proxy radius, the

@@ -1,4 +1,7 @@
-"""Model selection: GridSearchCV over sigma, scored by certified accuracy.
+"""
+Model selection: GridSearchCV over sigma, scored by certified accuracy
+======================================================================
+
 
 Two certificate scorers in one scoring dict: scikit-learn certifies each
 test fold once and hands the certificates to both.

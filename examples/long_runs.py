@@ -1,4 +1,7 @@
-"""Long runs: parallel workers, a checkpoint log, and resuming after a crash.
+"""
+Long runs: parallel workers, a checkpoint log, and resuming after a crash
+=========================================================================
+
 
 ``n_jobs`` certifies blocks of 64 inputs on joblib workers (any backend, a
 dask cluster included); ``checkpoint=`` appends each finished block to a log,

@@ -1,4 +1,7 @@
-"""MemoryCertifier on its own: why data-dependent certificates need a memory.
+"""
+MemoryCertifier on its own: why data-dependent certificates need a memory
+=========================================================================
+
 
 A data-dependent strategy smooths each input with its own distribution, so
 two inputs' certified regions of different classes can overlap: certified

@@ -1,4 +1,7 @@
-"""Certify your own torch module: a class of yours, trained through skorch.
+"""
+Certify your own torch module: a class of yours, trained through skorch
+=======================================================================
+
 
 Any ``nn.Module`` class or instance works as skorch takes it; its parameters
 are set as ``module__<name>``. Certification reuses the first linear map's

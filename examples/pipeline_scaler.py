@@ -1,4 +1,7 @@
-"""A pipeline: MinMaxScaler then a smoothed classifier, on raw pixel values.
+"""
+A pipeline: MinMaxScaler then a smoothed classifier, on raw pixel values
+========================================================================
+
 
 The scaler maps digits' raw pixels (0..16) to [0, 1]; certified radii are in
 that scaled space, the one the classifier sees. The held-out digits are

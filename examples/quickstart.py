@@ -1,4 +1,7 @@
-"""Quickstart: train a smoothed classifier on digits and certify it.
+"""
+Quickstart: train a smoothed classifier on digits and certify it
+================================================================
+
 
 Every example uses the same split: ``load_dataset("digits")``, scikit-learn's
 digits scaled to [0, 1] as float32, 20% held out, stratified, seed 0 (the

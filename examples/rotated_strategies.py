@@ -1,4 +1,7 @@
-"""RANCER and RDDRS: smoothing along the loss's curvature, against ANCER.
+"""
+RANCER and RDDRS: smoothing along the loss's curvature, against ANCER
+=====================================================================
+
 
 RANCER rotates ANCER's diagonal scale into the eigenbasis of the input Hessian
 of the loss; RDDRS optimises a full covariance by Riemannian ascent. Both are

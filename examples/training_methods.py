@@ -1,4 +1,7 @@
-"""Training for certifiability: noise augmentation, consistency, MACER, SmoothAdv.
+"""
+Training for certifiability: noise augmentation, consistency, MACER, SmoothAdv
+==============================================================================
+
 
 ``training=`` chooses the base network's loss in ``fit``; each method's own
 parameters are reachable as ``training__<name>`` (and so in GridSearchCV).

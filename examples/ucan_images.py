@@ -1,4 +1,7 @@
-"""UCAN on images: anisotropic noise from noise parameter generators (digits 8x8).
+"""
+UCAN on images: anisotropic noise from noise parameter generators (digits 8x8)
+==============================================================================
+
 
 Trains the base CNN with each of UCAN's three noise strategies and with Cohen's
 isotropic noise, certifies held-out digits, prints certified accuracy against

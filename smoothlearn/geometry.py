@@ -36,6 +36,8 @@ __all__ = [
     "ellipsoids_disjoint",
     "l1_distance_lower_bound",
     "l2_distance_to_ellipsoid",
+    "min_k",
+    "support_extent",
 ]
 
 
