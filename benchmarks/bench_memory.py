@@ -25,31 +25,25 @@ def certificates(rng, n, d, means, basis, rank=None):
     center = (
         means[label] + rng.randn(n, basis.shape[0]) @ basis + 0.05 * rng.randn(n, d)
     )
+    shape = {"scale": rng.uniform(0.05, 0.3, size=(n, d))}
     if rank is not None:
         # a fifth of the inputs carry another label than their cluster's: the
         # memory then has conflicts to settle inside clusters
         label = np.where(rng.rand(n) < 0.2, rng.randint(0, len(means), n), label)
-        return Certificates(
-            label=label,
-            abstained=np.zeros(n, bool),
-            p_lower=np.full(n, 0.99),
-            gap=rng.uniform(0.5, 2.0, n),
-            center=center,
-            scale=rng.uniform(0.05, 1.5, size=(n, rank)),
-            basis=np.stack([np.linalg.qr(rng.randn(d, rank))[0] for _ in range(n)]),
-            scale_rest=rng.uniform(0.05, 0.3, n),
-            noise="gaussian",
-            class_index=label,
-        )
+        shape = {
+            "scale": rng.uniform(0.05, 1.5, size=(n, rank)),
+            "basis": np.stack([np.linalg.qr(rng.randn(d, rank))[0] for _ in range(n)]),
+            "scale_rest": rng.uniform(0.05, 0.3, n),
+        }
     return Certificates(
         label=label,
         abstained=np.zeros(n, bool),
         p_lower=np.full(n, 0.99),
         gap=rng.uniform(0.5, 2.0, n),
         center=center,
-        scale=rng.uniform(0.05, 0.3, size=(n, d)),
         noise="gaussian",
         class_index=label,
+        **shape,
     )
 
 

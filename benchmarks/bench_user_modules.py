@@ -22,11 +22,10 @@ Targets (issue 15): the 784-input MLP class >= 3x faster than naive, the
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 import torch
+from _timing import median_of
 from bench_first_layer import FASHION, data, naive_counts
 from torch import nn
 
@@ -59,17 +58,6 @@ class UserCNN(nn.Module):
         x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
         x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
         return self.fc(torch.flatten(x, 1))
-
-
-def median_of(runs, repeats):
-    """Median wall time of each callable, the contenders alternating."""
-    times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def art_certify(module, input_shape, sigma, n0, n, batch_size):

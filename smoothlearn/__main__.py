@@ -62,6 +62,16 @@ def _hidden(text):
     return units
 
 
+def _add_radii(parser):
+    parser.add_argument(
+        "--radii",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.25, 0.5, 0.75, 1.0],
+        help="radii of the summary table",
+    )
+
+
 def _add_common(parser, default_strategies):
     from .noise import NOISES
     from .strategies import STRATEGIES
@@ -145,13 +155,7 @@ def _add_common(parser, default_strategies):
         default=1000,
         help="noisy inputs per forward pass (1000)",
     )
-    cert.add_argument(
-        "--radii",
-        type=float,
-        nargs="+",
-        default=[0.0, 0.25, 0.5, 0.75, 1.0],
-        help="radii of the summary table",
-    )
+    _add_radii(cert)
     cert.add_argument(
         "--random-state", type=int, default=0, help="seed of training and noise (0)"
     )
@@ -220,13 +224,7 @@ def build_parser():
         "summary.txt and certified_accuracy.png again (e.g. at other radii).",
     )
     rerender.add_argument("dir", help="the --out folder of a finished run")
-    rerender.add_argument(
-        "--radii",
-        type=float,
-        nargs="+",
-        default=[0.0, 0.25, 0.5, 0.75, 1.0],
-        help="radii of the summary table",
-    )
+    _add_radii(rerender)
     rerender.add_argument("--no-plot", action="store_true", help="skip the plot")
     rerender.add_argument("-q", "--quiet", action="store_true", help="no messages")
     return parser
