@@ -825,11 +825,12 @@ def _flatten_images(X):
     """
     if hasattr(X, "columns"):
         return X, None
-    try:
-        ndim = X.ndim if hasattr(X, "ndim") else np.ndim(X)
-    except ValueError:  # ragged nested lists: validation will say so
-        return X, None
-    if ndim <= 2:
+    if not hasattr(X, "ndim"):  # lists and other array-likes
+        try:
+            X = np.asarray(X)
+        except ValueError:  # ragged nested lists: validation will say so
+            return X, None
+    if X.ndim <= 2:
         return X, None
     X = np.asarray(X)
     return X.reshape(len(X), -1), tuple(X.shape[1:])
