@@ -65,8 +65,15 @@ __all__ = [
 #: changing it changes which numbers a seed gives.
 CHUNK_ROWS = 1024
 
-#: Rows of a chunk drawn in float64 at once (also part of the definition).
-DRAW_ROWS = 64
+#: Float64 values drawn at once inside a chunk (about 0.5 MB): bounds the
+#: float64 temporaries without paying per-call overhead on small inputs. Part
+#: of the draws' definition, with CHUNK_ROWS.
+DRAW_VALUES = 65_536
+
+
+def draw_rows(n_features):
+    """Rows of a chunk drawn in float64 at once for inputs of ``n_features``."""
+    return max(1, min(CHUNK_ROWS, DRAW_VALUES // n_features))
 
 SELECTION, ESTIMATION, OPTIMISATION = 0, 1, 2
 
@@ -121,11 +128,13 @@ class NoiseBank:
         gen = torch.Generator().manual_seed(int(seed.generate_state(1, np.uint64)[0]))
         # drawn in float64 (53-bit uniforms, tails exact far beyond where
         # float32 samplers stop) and rounded once to the network's float32,
-        # DRAW_ROWS at a time so that the float64 temporaries stay small
+        # a few rows at a time so that the float64 temporaries stay small
         z = torch.empty((CHUNK_ROWS, self.n_features), dtype=torch.float32)
-        for start in range(0, CHUNK_ROWS, DRAW_ROWS):
-            z[start : start + DRAW_ROWS] = self.family.sample(
-                (DRAW_ROWS, self.n_features), generator=gen, dtype=torch.float64
+        step = draw_rows(self.n_features)
+        for start in range(0, CHUNK_ROWS, step):
+            rows = min(step, CHUNK_ROWS - start)
+            z[start : start + rows] = self.family.sample(
+                (rows, self.n_features), generator=gen, dtype=torch.float64
             )
         self._cached = (j, z)
         return z

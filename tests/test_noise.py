@@ -106,16 +106,19 @@ def test_gaussian_quantile_reaches_far_beyond_float32_samplers():
 def test_banks_are_float64_draws_rounded_once_to_float32(name):
     """Each chunk is the float32 rounding of 53-bit-uniform draws, whose tails
     reach far past where float32 samplers stop."""
-    from smoothlearn.certify import CHUNK_ROWS, DRAW_ROWS, NoiseBank
+    from smoothlearn.certify import CHUNK_ROWS, NoiseBank, draw_rows
 
     family = get_noise(name)
     bank = NoiseBank(key=7, bank=1, family=family, n_features=5)
     seed = np.random.SeedSequence(7, spawn_key=(1, 0)).generate_state(1, np.uint64)
     gen = torch.Generator().manual_seed(int(seed[0]))
+    step = draw_rows(5)
     exact = torch.cat(
         [
-            family.sample((DRAW_ROWS, 5), generator=gen, dtype=torch.float64)
-            for _ in range(CHUNK_ROWS // DRAW_ROWS)
+            family.sample(
+                (min(step, CHUNK_ROWS - s), 5), generator=gen, dtype=torch.float64
+            )
+            for s in range(0, CHUNK_ROWS, step)
         ]
     )
     chunk = bank.chunk(0)
