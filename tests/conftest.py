@@ -1,7 +1,16 @@
+import os
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 from sklearn.datasets import load_digits
+
+# The suite is deterministic: hypothesis draws the same examples every run.
+# HYPOTHESIS_PROFILE=explore draws fresh ones each run, to search further.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(autouse=True)
