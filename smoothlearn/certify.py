@@ -75,6 +75,7 @@ def draw_rows(n_features):
     """Rows of a chunk drawn in float64 at once for inputs of ``n_features``."""
     return max(1, min(CHUNK_ROWS, DRAW_VALUES // n_features))
 
+
 SELECTION, ESTIMATION, OPTIMISATION = 0, 1, 2
 
 

@@ -28,7 +28,7 @@ How the first linear map is found
   raises rather than giving wrong counts.
 
 Networks without a linear first map take the plain path, and so do those
-whose split :func:`reuse_is_faster` finds slower than the plain path (a
+whose split :func:`why_reuse_is_slower` finds slower than the plain path (a
 narrow first Linear; a first convolution on the CPU, where convolutions run in
 channels-last layout).
 """
@@ -44,9 +44,9 @@ from torch import nn
 __all__ = [
     "FirstLinear",
     "find_first_linear",
-    "reuse_is_faster",
     "split_sequential",
     "split_traced",
+    "why_reuse_is_slower",
 ]
 
 logger = logging.getLogger("smoothlearn")
@@ -164,8 +164,8 @@ def split_sequential(sequential):
 REUSE_MIN_FAN_IN = 8
 
 
-def reuse_is_faster(linear, device):
-    """Whether reusing ``linear``'s response beats the plain path, or why not.
+def why_reuse_is_slower(linear, device):
+    """Why reusing ``linear``'s response would be slower than the plain path.
 
     A first ``nn.Conv2d`` on the CPU is not reused: there the engine runs
     convolutions in channels-last layout, whose plain path measured as fast or
@@ -247,8 +247,8 @@ def find_first_linear(
 
     In order: the module's ``smoothlearn_first_linear`` hook (a wrong one
     raises), a Sequential's first layers, a ``torch.fx`` trace. With
-    ``when_faster``, a split is only used where :func:`reuse_is_faster` says
-    reuse beats the plain path on ``device``. Every reason for the plain path
+    ``when_faster``, a split is not used where :func:`why_reuse_is_slower`
+    gives a reason on ``device``. Every reason for the plain path
     is logged at DEBUG level on the ``smoothlearn`` logger.
     """
     name = type(module).__name__
@@ -284,7 +284,7 @@ def find_first_linear(
             f"{name}.smoothlearn_first_linear does not reproduce the module: {reason}"
         )
     if reason is None and when_faster:
-        reason = reuse_is_faster(linear, device)
+        reason = why_reuse_is_slower(linear, device)
     if reason is not None:
         logger.debug("plain path (no first-layer reuse) for %s: %s", name, reason)
         return None
