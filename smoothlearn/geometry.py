@@ -96,23 +96,23 @@ class Region:
 
     def whiten(self, v):
         """``T^-1 v`` for ``v`` of shape (..., d)."""
-        v = np.asarray(v, dtype=np.float64)
-        if not self.is_rotated:
-            return v / self.semi_axes()
-        u = self.basis
-        coef = v @ u
-        rest = v - coef @ u.T
-        return (coef / self.semi_axes()) @ u.T + rest / (self.rho * self.scale_rest)
+        return self._power(v, -1.0)
 
     def stretch(self, v):
         """``T v`` for ``v`` of shape (..., d)."""
+        return self._power(v, 1.0)
+
+    def _power(self, v, power):
+        """``T^power v``: ``T`` is diagonal in the frame of its basis."""
         v = np.asarray(v, dtype=np.float64)
         if not self.is_rotated:
-            return v * self.semi_axes()
+            return v * self.semi_axes() ** power
         u = self.basis
         coef = v @ u
         rest = v - coef @ u.T
-        return (coef * self.semi_axes()) @ u.T + rest * (self.rho * self.scale_rest)
+        return (coef * self.semi_axes() ** power) @ u.T + rest * (
+            self.rho * self.scale_rest
+        ) ** power
 
     def matrix(self):
         """Dense ``T = rho S`` (d x d, symmetric)."""
@@ -264,6 +264,7 @@ def _k_low_rank(diff, low_a, low_b):
     (ca, ua, dA), (cb, ub, dB) = low_a, low_b
     V = np.hstack([ua, ub])
     G, p = V.T @ V, V.T @ diff
+    dd = float(diff @ diff)
     eye = np.eye(len(p))
 
     def terms(t):
@@ -274,7 +275,7 @@ def _k_low_rank(diff, low_a, low_b):
 
     def quad(t):
         c, E, inner = terms(t)
-        return (float(diff @ diff) - float((p * E) @ inner)) / c
+        return (dd - float((p * E) @ inner)) / c
 
     def direction(t):
         c, E, inner = terms(t)
