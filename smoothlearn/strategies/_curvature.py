@@ -16,11 +16,11 @@ at the base network's predicted label (certification never sees the true label).
 Eigenvectors come in decreasing order of eigenvalue (largest curvature first).
 """
 
-import hashlib
-
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from .._checkpoint import row_digest
 
 __all__ = [
     "AUTO_DENSE_MAX_FEATURES",
@@ -118,11 +118,9 @@ def row_generators(seed, X_t):
     call's key and the row itself: not on the rows certified beside it, their
     order or the block size.
     """
-    rows = np.ascontiguousarray(X_t.detach().cpu().numpy(), dtype=np.float32)
     generators = []
-    for row in rows:
-        digest = hashlib.sha256(row.tobytes()).digest()
-        entropy = (int(seed), int.from_bytes(digest[:16], "little"))
+    for row in X_t.detach().cpu().numpy():
+        entropy = (int(seed), int(row_digest(row), 16))
         state = np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0]
         generators.append(torch.Generator().manual_seed(int(state)))
     return generators
