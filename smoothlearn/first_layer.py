@@ -54,17 +54,30 @@ logger = logging.getLogger("smoothlearn")
 #: Reshapes (and the shape queries they take) that may stand between the
 #: input and the first linear map: they keep each input's values in order.
 _RESHAPE_METHODS = {"view", "reshape", "flatten", "contiguous", "size", "dim"}
-_RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape, getattr}
-_SHAPE_QUERIES = {"size", "dim", getattr}
+_RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
+#: Attributes read as ``x.shape``; any other (``x.T``, ``x.mT``) moves values.
+_SHAPE_ATTRIBUTES = {"shape", "ndim"}
+
+
+def _is_shape_query(node):
+    if node.op == "call_method":
+        return node.target in ("size", "dim")
+    return (
+        node.op == "call_function"
+        and node.target is getattr
+        and node.args[1] in _SHAPE_ATTRIBUTES
+    )
 
 
 def _is_reshape(node, module):
+    if _is_shape_query(node):
+        return True
     if node.op == "call_method":
         return node.target in _RESHAPE_METHODS
     if node.op == "call_function":
         if node.target is operator.getitem:  # only of a shape, never of values
             source = node.args[0]
-            return getattr(source, "target", None) in _SHAPE_QUERIES
+            return isinstance(source, torch.fx.Node) and _is_shape_query(source)
         return node.target in _RESHAPE_FUNCTIONS
     if node.op == "call_module":
         return isinstance(module.get_submodule(node.target), nn.Flatten)

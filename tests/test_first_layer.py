@@ -187,8 +187,19 @@ def test_networks_without_a_linear_first_map_take_the_plain_path(caplog):
                 return self.fc(x)
             return -self.fc(x)
 
+    class Transposed(nn.Module):
+        """``x.T`` is an attribute read that moves values (across the batch)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 12)
+
+        def forward(self, x):
+            return self.fc(x.T)
+
     reasons = {
         Normalised: "first operation on its input",
+        Transposed: "first operation on its input",
         Residual: "used again after the first linear map",
         Untraceable: "cannot trace",
     }
