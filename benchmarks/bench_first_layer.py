@@ -10,7 +10,7 @@ Three ways to count the same number of noisy votes per input, timed in one run
 
 Networks: the built-in MLP (256, 256) on digits (64 inputs), the same MLP on
 Fashion-MNIST (784 inputs), and the built-in small CNN on 28x28 images.
-Targets (issue 9): fused >= 1.5x faster than naive on digits, >= 3x on the
+Targets: fused >= 1.5x faster than naive on digits, >= 3x on the
 784-input MLP; the CNN is reported.
 
     python benchmarks/bench_first_layer.py [--inputs 64] [--n 20000]

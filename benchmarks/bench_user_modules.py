@@ -14,7 +14,7 @@ Three ways to count the same noisy votes, alternating, median of --repeats:
   extra): IBM ART 1.20's ``PyTorchRandomizedSmoothing.certify`` on the same
   module, n0 + n draws per input like the other two.
 
-Targets (issue 15): the 784-input MLP class >= 3x faster than naive, the
+Targets: the 784-input MLP class >= 3x faster than naive, the
 64-input one >= 1.5x, the small CNN class >= 1.0x.
 
     python benchmarks/bench_user_modules.py [--inputs 16] [--n 10000]

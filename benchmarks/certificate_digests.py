@@ -26,9 +26,15 @@ from sklearn.datasets import load_digits
 from smoothlearn import SmoothedClassifier
 from smoothlearn.strategies import get_strategy
 
-FIXED = dict(
-    sigma=0.25, n0=64, n=2000, batch_size=1000, random_state=0, max_epochs=3, lr=0.01
-)
+FIXED = {
+    "sigma": 0.25,
+    "n0": 64,
+    "n": 2000,
+    "batch_size": 1000,
+    "random_state": 0,
+    "max_epochs": 3,
+    "lr": 0.01,
+}
 
 #: (strategy, noise, parameters), certified by the network trained for cohen
 #: unless the strategy trains its own.

@@ -341,7 +341,6 @@ def count_classes(
     batch_size,
     basis=None,
     scale_rest=None,
-    progress=None,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
@@ -370,8 +369,6 @@ def count_classes(
         Orthonormal columns of a rotated scale ``U diag(s) U^T + r (I - U U^T)``.
     scale_rest : ndarray of shape (m,), default=None
         ``r``, the isotropic scale on the complement of ``basis``.
-    progress : callable, default=None
-        Called with the number of noisy inputs processed after each pass.
 
     Returns
     -------
@@ -388,7 +385,7 @@ def count_classes(
     X_t = network.inputs(X)
     if basis is not None:
         return _count_rotated(
-            network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, progress
+            network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size
         )
     scale = np.asarray(scale, dtype=np.float32)
     shared = scale.ndim == 2 and bool((scale == scale[:1]).all())
@@ -422,8 +419,6 @@ def count_classes(
                     out = out[0] if isinstance(out, tuple) else out
                     pred = out.argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, w, K)
-                if progress is not None:
-                    progress((i1 - i0) * w)
     return counts.cpu().numpy()
 
 
@@ -437,9 +432,7 @@ def _add_votes(counts, i0, i1, pred, w, K):
         counts[i0:i1] += block.view(i1 - i0, K)
 
 
-def _count_rotated(
-    network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, progress
-):
+def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size):
     """count_classes for rotated scales ``r z + U ((s - r) * U^T z)``.
 
     With a first linear map ``L`` the response is ``L x + r L z + (L U)((s - r) *
@@ -486,8 +479,6 @@ def _count_rotated(
                     out = out[0] if isinstance(out, tuple) else out
                     pred = out.argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, w, K)
-                if progress is not None:
-                    progress((i1 - i0) * w)
     return counts.cpu().numpy()
 
 

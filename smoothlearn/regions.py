@@ -319,13 +319,6 @@ class Certificates:
         rows = _as_rows(idx, len(self))
         return Certificates(**self._meta(), **self._fields(rows))
 
-    def copy(self):
-        """A deep copy."""
-        fields = {
-            k: (None if v is None else v.copy()) for k, v in self._fields().items()
-        }
-        return Certificates(**self._meta(), **fields)
-
     @classmethod
     def concatenate(cls, parts):
         """Join certificate sets of the same family, scale form and dimension.

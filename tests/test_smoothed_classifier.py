@@ -79,9 +79,14 @@ def test_string_labels_and_abstain_label():
     near = np.array([[0.0, 0.0], [3.0, 0.0]], dtype=np.float32)
     pred = clf.predict(near)
     assert pred[1] == "right"
-    assert pred[0] in ("left", "right", "abstain")
-    cert = clf.set_params(abstain_label="none").certify(np.zeros((3, 2), np.float32))
-    assert set(cert.label) <= {"left", "right", "none"}
+    cert = clf.set_params(abstain_label="none").certify(near)
+    assert cert.label[1] == "right"
+    # the given label marks exactly the abstentions; elsewhere the class's label
+    np.testing.assert_array_equal(cert.label == "none", cert.abstained)
+    decided = ~cert.abstained
+    np.testing.assert_array_equal(
+        cert.label[decided], clf.classes_[cert.class_index[decided]]
+    )
 
 
 def _string_slab_data():

@@ -106,9 +106,8 @@ def test_memory_is_applied_by_default_and_persists(digits):
     clf.certify(X[340:360])
     assert clf.memory_.n_seen_ == 60  # the memory persists across calls
     assert clf.memory_.n_entries_ >= int((~first.abstained).sum())
-    pred = clf.predict(X[360:370])
+    clf.predict(X[360:370])
     assert clf.memory_.n_seen_ == 70  # predict is the memory-based decision
-    assert set(np.unique(pred)) <= set(clf.classes_) | {-1}
     # a user's memory is used as given
     mine = MemoryCertifier()
     clf.set_params(memory=mine).certify(X[370:380])

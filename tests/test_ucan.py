@@ -28,7 +28,6 @@ def test_pattern_has_geometric_mean_one_and_its_minimum_at_the_centre(p, size):
 def test_default_pattern_is_materially_anisotropic(p, ratio):
     m = spatial_pattern(7, 7, p=p)  # odd size: a true centre pixel
     assert m[0, 0] / m[3, 3] == pytest.approx(ratio)
-    assert m[0, 0] / m[3, 3] >= 2.0
 
 
 def test_flat_inputs_get_a_clear_error(digits):

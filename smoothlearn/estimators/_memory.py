@@ -160,8 +160,6 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             self.__dict__.pop(name, None)
         return self
 
-    _reset = reset
-
     def _initialise(self, certificates):
         d = certificates.n_features
         self.norm_ = certificates.norm

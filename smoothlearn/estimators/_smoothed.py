@@ -361,11 +361,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         rest = {k: v for k, v in params.items() if k not in network}
         return super().set_params(**rest) if rest else self
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
-
     # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):

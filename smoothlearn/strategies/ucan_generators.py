@@ -107,7 +107,8 @@ class UCANUniversal(_GeneratorStrategy):
     variance_weight : float, default=0.1
         Weight of UCAN's variance term ``-mean(m)`` in the training loss. The
         paper's weight 1 drives every multiplier to ``gamma`` on digits (certified
-        accuracy 8%); 0.3 still does, 0.1 trades well (see the issue-5 note).
+        accuracy 8%); 0.3 still does, 0.1 trades well
+        (``examples/ucan_images.py`` compares them).
     lr : float or None, default=1e-4
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
