@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from _timing import best_of
 
-from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.estimators import MLP, SmallCNN
 from smoothlearn.noise import get_noise
 
@@ -64,8 +65,8 @@ def data(name, inputs):
 def bench(label, module, X, input_shape, args):
     sigma, n, bs = 0.25, args.n, args.batch_size
     bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), X.shape[1])
-    plain = BaseNetwork(module, input_shape, 10, reuse_first_layer=False)
-    fused = BaseNetwork(module, input_shape, 10, reuse_first_layer=True)
+    plain = FlatInputNetwork(module, input_shape, 10, reuse_first_layer=False)
+    fused = FlatInputNetwork(module, input_shape, 10, reuse_first_layer=True)
     assert fused.first_linear is not None
     scale = np.full(len(X), sigma)
     runs = {

@@ -29,7 +29,8 @@ from _timing import median_of
 from bench_first_layer import FASHION, data, naive_counts
 from torch import nn
 
-from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 
 
@@ -85,7 +86,7 @@ def art_certify(module, input_shape, sigma, n0, n, batch_size):
 def bench(label, module, X, input_shape, args):
     module.eval()
     sigma, n, bs = 0.25, args.n + args.n0, args.batch_size
-    network = BaseNetwork(module, input_shape, 10)
+    network = FlatInputNetwork(module, input_shape, 10)
     path = "fused" if network.first_linear is not None else "plain"
     bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), X.shape[1])
     scale = np.full(len(X), sigma)

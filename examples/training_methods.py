@@ -25,7 +25,7 @@ results = {}
 for name, training in [
     ("gaussian", GaussianAugmentation()),
     ("consistency", Consistency(lbd=10.0)),
-    ("macer", MACER(n_samples=4 if FAST else 16)),
+    ("macer", MACER(n_draws=4 if FAST else 16)),
     ("smoothadv", SmoothAdv()),
 ]:
     clf = SmoothedClassifier(

@@ -352,7 +352,7 @@ def run(args):
             else:
                 strategies.append(name)
     # UCAN's generators train with their network: each gets its own model
-    trained = {s for s in strategies if getattr(get_strategy(s), "trained_in_fit", 0)}
+    trained = {s for s in strategies if get_strategy(s).trained_in_fit}
     shared = [s for s in strategies if s not in trained]
     shared_clf, shared_files = (
         _fit_or_load(args, data, shared[0]) if shared else (None, [])

@@ -39,20 +39,19 @@ their activations and logits), whatever ``n`` and however many inputs are
 certified.
 """
 
-import copy
+import warnings
 
 import numpy as np
 import torch
 from scipy.stats import beta as _beta
 from scipy.stats import binom as _binom
 
-from .first_layer import find_first_linear
+from .network import FlatInputNetwork, first_output
 
 __all__ = [
     "CHUNK_ROWS",
     "NoiseBank",
     "bank_key",
-    "BaseNetwork",
     "count_classes",
     "rotated_noise",
     "smoothing_as_run",
@@ -149,108 +148,23 @@ class NoiseBank:
         return z[start - offset : stop - offset]
 
 
-class BaseNetwork:
-    """The base classifier as the engine and the strategies see it.
+class BaseNetwork(FlatInputNetwork):
+    """Deprecated alias of :class:`smoothlearn.network.FlatInputNetwork`.
 
-    Wraps a torch module: inputs are flat float32 tensors of shape
-    ``(m, n_features)`` reshaped to ``input_shape`` on the way in; the output is
-    the module's first output (logits, or probabilities under an NLL criterion).
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-    input_shape : tuple of int
-        Shape of one input as the module takes it.
-    n_classes : int
-    device : str or torch.device
-    nonlinearity : callable, default=None
-        Maps module outputs to class probabilities (skorch's predict
-        nonlinearity); softmax when None.
-    reuse_first_layer : 'auto' or bool, default='auto'
-        Reuse the first linear map's response to the noise bank when the
-        module starts with one (see :mod:`smoothlearn.first_layer`): ``'auto'``
-        where that is faster, True wherever a split exists, False never.
-    outputs_probabilities : bool, default=False
-        The module outputs class probabilities (skorch's convention under an
-        ``NLLLoss`` criterion): :meth:`logits` then returns their logarithm,
-        so losses, Hessians and softmaxes taken of it are the right ones.
+    .. deprecated:: 0.1
+        Renamed ``FlatInputNetwork`` (what it is: a torch module taking flat
+        inputs); ``BaseNetwork`` will be removed in 0.3.
     """
 
-    def __init__(
-        self,
-        module,
-        input_shape,
-        n_classes,
-        device="cpu",
-        nonlinearity=None,
-        reuse_first_layer="auto",
-        outputs_probabilities=False,
-    ):
-        self.module = _for_inference(module, device)
-        self.outputs_probabilities = outputs_probabilities
-        self.input_shape = tuple(input_shape)
-        self.n_features = int(np.prod(self.input_shape))
-        self.n_classes = n_classes
-        self.device = torch.device(device)
-        self.nonlinearity = nonlinearity
-        self.reuse_first_layer = reuse_first_layer
-        self._first_linear = None
-
-    @property
-    def first_linear(self):
-        """The module's :class:`~smoothlearn.first_layer.FirstLinear` split, or None."""
-        if not self.reuse_first_layer:
-            return None
-        if self._first_linear is None:
-            found = find_first_linear(
-                self.module,
-                self.input_shape,
-                self.n_features,
-                when_faster=self.reuse_first_layer == "auto",
-                device=self.device,
-            )
-            self._first_linear = found if found is not None else False
-        return self._first_linear or None
-
-    def inputs(self, X):
-        """``X`` (m, n_features) as a contiguous float32 tensor on the device."""
-        return torch.as_tensor(
-            np.ascontiguousarray(X, dtype=np.float32), device=self.device
+    def __init__(self, *args, **kwargs):
+        warnings.warn(
+            "smoothlearn.certify.BaseNetwork is renamed "
+            "smoothlearn.network.FlatInputNetwork; the old name will be removed "
+            "in 0.3.",
+            FutureWarning,
+            stacklevel=2,
         )
-
-    def logits(self, x_flat):
-        """Class scores whose softmax is the class probabilities.
-
-        The module's first output, or its logarithm where the module outputs
-        probabilities (argmax unchanged).
-        """
-        out = self.module(x_flat.reshape(-1, *self.input_shape))
-        out = out[0] if isinstance(out, tuple) else out
-        if self.outputs_probabilities:
-            return torch.log(out.clamp_min(torch.finfo(out.dtype).tiny))
-        return out
-
-    def probabilities(self, x_flat):
-        out = self.logits(x_flat)
-        if self.nonlinearity is None or self.outputs_probabilities:
-            return torch.softmax(out, dim=-1)
-        return self.nonlinearity(out)
-
-
-def _for_inference(module, device):
-    """The module as certification runs it: convolutions in channels-last.
-
-    On the CPU, oneDNN's convolutions run 1.8-2.6x faster with their weights
-    in channels-last (NHWC) layout (a user's small CNN on 1x28x28 inputs,
-    ``benchmarks/bench_user_modules.py``); their outputs keep that layout, so
-    the whole network follows. A copy is converted: the fitted module, which
-    skorch may train further, keeps its own layout. Values are the same;
-    float32 sums may be ordered differently.
-    """
-    has_conv = any(isinstance(m, torch.nn.Conv2d) for m in module.modules())
-    if not has_conv or torch.device(device).type != "cpu":
-        return module
-    return copy.deepcopy(module).to(memory_format=torch.channels_last)
+        super().__init__(*args, **kwargs)
 
 
 def rotated_noise(z, basis, scale, scale_rest):
@@ -416,8 +330,7 @@ def count_classes(
                     else:
                         hidden = torch.addcmul(Lx[i0:i1], iso[i0:i1], Lz)
                     out = first.rest(hidden.reshape(-1, *hidden_shape))
-                    out = out[0] if isinstance(out, tuple) else out
-                    pred = out.argmax(dim=1)
+                    pred = first_output(out).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, w, K)
     return counts.cpu().numpy()
 
@@ -476,8 +389,7 @@ def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_
                     )
                     hidden = Lx[i0:i1] + hidden.reshape(i1 - i0, w, *hidden_shape)
                     out = first.rest(hidden.reshape(-1, *hidden_shape))
-                    out = out[0] if isinstance(out, tuple) else out
-                    pred = out.argmax(dim=1)
+                    pred = first_output(out).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, w, K)
     return counts.cpu().numpy()
 

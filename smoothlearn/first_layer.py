@@ -41,6 +41,8 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
+from .network import first_output
+
 __all__ = [
     "FirstLinear",
     "find_first_linear",
@@ -317,14 +319,12 @@ def _unusable(module, found, input_shape, n_features):
     module.eval()
     try:
         with torch.inference_mode():
-            whole = module(x.reshape(-1, *input_shape))
-            whole = whole[0] if isinstance(whole, tuple) else whole
+            whole = first_output(module(x.reshape(-1, *input_shape)))
             shaped = found._shaped(x)
             expected = 4 if found.is_conv else 2
             if shaped.dim() != expected or len(shaped) != 2:
                 return f"the first map's input has shape {tuple(shaped.shape)}"
-            split = found.rest(found.apply(x))
-            split = split[0] if isinstance(split, tuple) else split
+            split = first_output(found.rest(found.apply(x)))
     except Exception as exc:  # a split that cannot run is no split
         return f"the split fails on a random input: {exc}"
     finally:

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, clone
 
+from .utils._deprecation import DEPRECATED, RenamedParamsMixin, deprecated_option
 from .utils._sklearn_compat import Interval
 
 __all__ = [
@@ -52,7 +53,7 @@ def _repeat(X, m):
     return X.unsqueeze(1).expand(X.shape[0], m, *X.shape[1:]).reshape(-1, *X.shape[1:])
 
 
-class BaseTraining(BaseEstimator):
+class BaseTraining(RenamedParamsMixin, BaseEstimator):
     """Base class of training methods (one batch's loss)."""
 
     _parameter_constraints: dict = {}
@@ -137,7 +138,7 @@ class MACER(BaseTraining):
 
     Parameters
     ----------
-    n_samples : int, default=16
+    n_draws : int, default=16
         Noisy copies per input (MACER's k).
     beta : float, default=16.0
         Inverse temperature of the robustness term.
@@ -145,23 +146,32 @@ class MACER(BaseTraining):
         Hinge threshold on the gap.
     lbd : float, default=12.0
         Weight of the robustness term.
+    n_samples : int
+        Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
+        rows of ``X``); removed in 0.3.
     """
 
     _parameter_constraints = {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_draws": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [deprecated_option(), Interval(Integral, 1, None, closed="left")],
         "beta": [Interval(Real, 0, None, closed="neither")],
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "lbd": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, n_samples=16, beta=16.0, gamma=8.0, lbd=12.0):
+    _renamed_params = {"n_samples": "n_draws"}
+
+    def __init__(
+        self, n_draws=16, beta=16.0, gamma=8.0, lbd=12.0, n_samples=DEPRECATED
+    ):
+        self.n_draws = n_draws
         self.n_samples = n_samples
         self.beta = beta
         self.gamma = gamma
         self.lbd = lbd
 
     def loss(self, forward, X, y, sample_noise, *, family, scale, epoch, criterion):
-        n, k = X.shape[0], self.n_samples
+        n, k = X.shape[0], self._param("n_draws")
         copies = _repeat(X, k)
         logits = forward(copies + sample_noise(copies.shape)).reshape(n, k, -1)
         g = F.softmax(logits, dim=-1).mean(dim=1)

@@ -17,6 +17,7 @@ from smoothlearn.certify import (
     predict_from_counts,
     top_two_pvalue,
 )
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 
 
@@ -82,7 +83,7 @@ def _toy_network():
     module = torch.nn.Sequential(
         torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)
     )
-    return BaseNetwork(module, (4,), 3)
+    return FlatInputNetwork(module, (4,), 3)
 
 
 @pytest.mark.parametrize("batch_size", [1, 37, 1000, 5000])
@@ -164,3 +165,12 @@ def test_a_recorded_rotated_region_lies_inside_the_one_run(seed, d, k, log_sprea
     # and only just: the shrink is float32's rounding times the spread of scales
     spread = max(s_run.max(), r_run) / min(s_run.min(), r_run)
     np.testing.assert_allclose(s, s_run, rtol=1e-5 * spread)
+
+
+def test_the_old_network_name_still_works_with_a_warning():
+    module = torch.nn.Linear(4, 3)
+    with pytest.warns(FutureWarning, match="FlatInputNetwork"):
+        old = BaseNetwork(module, (4,), 3)
+    assert isinstance(old, FlatInputNetwork)
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(old.logits(x), module(x))

@@ -42,7 +42,7 @@ EXPECTED_FAILED_CHECKS = {
 @parametrize_with_checks(
     [
         _fast_classifier(),
-        _fast_classifier(strategy=IsotropicDD(n_iter=5, n_samples=16)),
+        _fast_classifier(strategy=IsotropicDD(n_iter=5, n_draws=16)),
     ],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS[
         get_strategy(est.strategy).name

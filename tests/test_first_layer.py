@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
 from smoothlearn.estimators import MLP, SmallCNN
 from smoothlearn.first_layer import find_first_linear
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 
 
@@ -102,8 +103,8 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
             "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
         }[scale_kind]
         dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in scale])
-    fused = BaseNetwork(module, shape, 4, reuse_first_layer=True)
-    plain = BaseNetwork(module, shape, 4, reuse_first_layer=False)
+    fused = FlatInputNetwork(module, shape, 4, reuse_first_layer=True)
+    plain = FlatInputNetwork(module, shape, 4, reuse_first_layer=False)
     assert fused.first_linear is not None and plain.first_linear is None
     bank = NoiseBank(3, ESTIMATION, get_noise("gaussian"), d)
     n = 600
@@ -253,8 +254,8 @@ def test_a_first_map_too_small_to_pay_takes_the_plain_path(caplog):
     # on a GPU, where the layout is left alone
     torch.manual_seed(0)
     assert find_first_linear(UserCNN(), (3, 4, 4), 48, when_faster=True) is None
-    assert BaseNetwork(UserCNN(), (3, 4, 4), 4).first_linear is None
-    assert BaseNetwork(UserMLP(12, 4), (12,), 4).first_linear is not None
+    assert FlatInputNetwork(UserCNN(), (3, 4, 4), 4).first_linear is None
+    assert FlatInputNetwork(UserMLP(12, 4), (12,), 4).first_linear is not None
 
 
 def test_a_wrong_hook_raises_instead_of_miscounting():
@@ -292,7 +293,7 @@ def test_a_declared_hook_is_used():
 
 def test_fused_counts_do_not_depend_on_batch_composition_or_order():
     torch.manual_seed(1)
-    network = BaseNetwork(MLP(12, 4, hidden_units=(16,)), (12,), 4)
+    network = FlatInputNetwork(MLP(12, 4, hidden_units=(16,)), (12,), 4)
     X = np.random.RandomState(2).rand(7, 12).astype(np.float32)
     bank = NoiseBank(9, ESTIMATION, get_noise("uniform"), 12)
     scale = np.random.RandomState(3).uniform(0.1, 0.9, 7)
@@ -308,12 +309,13 @@ def test_fused_counts_do_not_depend_on_batch_composition_or_order():
 _PEAK_SCRIPT = """
 import resource, sys
 import numpy as np, torch
-from smoothlearn.certify import ESTIMATION, BaseNetwork, NoiseBank, count_classes
+from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.estimators import MLP
 from smoothlearn.noise import get_noise
 n = int(sys.argv[1])
 torch.manual_seed(0)
-network = BaseNetwork(MLP(784, 10, hidden_units=(16,)), (784,), 10)
+network = FlatInputNetwork(MLP(784, 10, hidden_units=(16,)), (784,), 10)
 X = np.random.RandomState(0).rand(2, 784).astype(np.float32)
 bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), 784)
 count_classes(network, X[:1], np.full(1, 0.5), bank, 2000, batch_size=1000)  # warm up
@@ -347,7 +349,7 @@ def test_peak_memory_does_not_grow_with_n():
 def test_convolutional_networks_certify_on_a_channels_last_copy():
     torch.manual_seed(0)
     module = UserCNN().eval()
-    network = BaseNetwork(module, (3, 4, 4), 4, reuse_first_layer=False)
+    network = FlatInputNetwork(module, (3, 4, 4), 4, reuse_first_layer=False)
     # the user's (fitted) module is left in its layout; the engine's copy is NHWC
     assert module.conv1.weight.is_contiguous()
     assert network.module is not module
@@ -357,4 +359,4 @@ def test_convolutional_networks_certify_on_a_channels_last_copy():
         network.logits(x), module(x.reshape(-1, 3, 4, 4)), rtol=1e-5, atol=1e-5
     )
     mlp = nn.Sequential(nn.Linear(4, 2))
-    assert BaseNetwork(mlp, (4,), 2).module is mlp  # nothing to convert
+    assert FlatInputNetwork(mlp, (4,), 2).module is mlp  # nothing to convert

@@ -41,7 +41,7 @@ def slab_classifier(strategy=None):
     y[:2] = [0, 1]
     return SmoothedClassifier(
         slab_module(),
-        strategy=strategy or IsotropicDD(n_iter=40, n_samples=64),
+        strategy=strategy or IsotropicDD(n_iter=40, n_draws=64),
         sigma=0.03,
         n0=64,
         n=4000,
@@ -95,10 +95,10 @@ def test_memory_survives_saving_and_loading(round_trip):
 def test_switching_strategy_and_back_continues_the_first_memory():
     clf = slab_classifier()
     assert clf.certify(X1).label[0] == 1
-    clf.set_params(strategy=ANCER(n_iter=10, n_samples=32))
+    clf.set_params(strategy=ANCER(n_iter=10, n_draws=32))
     clf.certify(np.array([[0.0, 0.5]], dtype=np.float32))
     assert len(clf.memories_) == 2
-    clf.set_params(strategy=IsotropicDD(n_iter=40, n_samples=64))
+    clf.set_params(strategy=IsotropicDD(n_iter=40, n_draws=64))
     cert = _certifies_x1_then_x2(clf)
     assert not cert.contains(0, X1 - X2)
 

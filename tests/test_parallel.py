@@ -19,7 +19,7 @@ from smoothlearn.strategies import IsotropicDD
 def fitted(digits):
     X, y = digits
     return SmoothedClassifier(
-        strategy=IsotropicDD(n_iter=10, n_samples=32),
+        strategy=IsotropicDD(n_iter=10, n_draws=32),
         n=400,
         n0=40,
         module__hidden_units=(32,),
@@ -136,7 +136,7 @@ joblib.dump(cert, sys.argv[3])
 def test_kill_and_resume_in_a_subprocess(digits, tmp_path):
     X, y = digits
     clf = SmoothedClassifier(
-        strategy=IsotropicDD(n_iter=30, n_samples=64),
+        strategy=IsotropicDD(n_iter=30, n_draws=64),
         n=20_000,
         n0=100,
         module__hidden_units=(64,),

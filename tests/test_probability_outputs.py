@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from smoothlearn.certify import BaseNetwork
 from smoothlearn.estimators._noisy_net import NoisyNeuralNetClassifier
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.strategies._curvature import input_hessians, predicted_labels
 from smoothlearn.training import MACER, Consistency, GaussianAugmentation, SmoothAdv
 
@@ -39,7 +39,7 @@ def _step_loss(module, criterion, training):
 
 @pytest.mark.parametrize(
     "training",
-    [GaussianAugmentation(), Consistency(), MACER(n_samples=4), SmoothAdv()],
+    [GaussianAugmentation(), Consistency(), MACER(n_draws=4), SmoothAdv()],
     ids=lambda t: type(t).__name__,
 )
 def test_training_loss_of_a_probability_module_is_that_of_its_logits(training):
@@ -54,8 +54,8 @@ def test_curvature_of_a_probability_module_is_that_of_its_logits():
     logits = _logit_module().double()
     probabilities = nn.Sequential(copy.deepcopy(logits), nn.Softmax(dim=-1))
     X = torch.randn(5, 4, dtype=torch.float64)
-    plain = BaseNetwork(logits, (4,), 3)
-    probs = BaseNetwork(probabilities, (4,), 3, outputs_probabilities=True)
+    plain = FlatInputNetwork(logits, (4,), 3)
+    probs = FlatInputNetwork(probabilities, (4,), 3, outputs_probabilities=True)
     labels = predicted_labels(plain, X)
     torch.testing.assert_close(predicted_labels(probs, X), labels)
     torch.testing.assert_close(

@@ -9,7 +9,7 @@ from scipy.stats import ortho_group
 from torch import nn
 
 from smoothlearn import SmoothedClassifier
-from smoothlearn.certify import BaseNetwork
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import Gaussian
 from smoothlearn.strategies import ANCER, RANCER, RDDRS, Cohen, IsotropicDD
 from smoothlearn.strategies._curvature import (
@@ -20,8 +20,8 @@ from smoothlearn.strategies._curvature import (
 
 from .conftest import linear_module
 
-FAST_ISO = {"n_iter": 30, "n_samples": 64}
-FAST = {"n_iter": 20, "n_samples": 64}
+FAST_ISO = {"n_iter": 30, "n_draws": 64}
+FAST = {"n_iter": 20, "n_draws": 64}
 
 
 def _fast(name, **kwargs):
@@ -39,7 +39,7 @@ def _fast(name, **kwargs):
 def test_hessian_matches_finite_differences(activation):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 16), activation(), nn.Linear(16, 3)).double()
-    network = BaseNetwork(net, (6,), 3)
+    network = FlatInputNetwork(net, (6,), 3)
     X = torch.randn(4, 6, dtype=torch.float64)
     labels = predicted_labels(network, X)
     H = input_hessians(network, X, labels)
@@ -65,7 +65,7 @@ def test_hessian_matches_finite_differences(activation):
 def test_hessian_uses_the_predicted_label_not_the_true_one():
     torch.manual_seed(1)
     net = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
-    network = BaseNetwork(net, (5,), 3)
+    network = FlatInputNetwork(net, (5,), 3)
     X = torch.randn(6, 5)
     predicted = predicted_labels(network, X)
     wrong = (predicted + 1) % 3
@@ -82,7 +82,7 @@ def test_hessian_uses_the_predicted_label_not_the_true_one():
 def test_lanczos_top_k_matches_the_dense_eigenvectors(activation):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(20, 32), activation(), nn.Linear(32, 5))
-    network = BaseNetwork(net, (20,), 5)
+    network = FlatInputNetwork(net, (20,), 5)
     X = torch.randn(6, 20)
     dense_values, dense = curvature_basis(network, X, None)
     values, basis = curvature_basis(network, X, 4)

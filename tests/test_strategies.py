@@ -6,17 +6,25 @@ from sklearn.model_selection import GridSearchCV
 
 from smoothlearn import MemoryCertifier, SmoothedClassifier
 from smoothlearn.metrics import certified_accuracy_scorer
-from smoothlearn.strategies import ANCER, IsotropicDD
+from smoothlearn.strategies import (
+    ANCER,
+    RANCER,
+    RDDRS,
+    IsotropicDD,
+    UCANInput,
+    UCANPattern,
+)
+from smoothlearn.training import MACER
 
 from .conftest import linear_module
 
-FAST_ISO = {"n_iter": 30, "n_samples": 64}
+FAST_ISO = {"n_iter": 30, "n_draws": 64}
 
 
 def _fast(strategy):
     if strategy == "isotropic_dd":
         return IsotropicDD(**FAST_ISO)
-    return ANCER(n_iter=20, n_samples=64, isotropic=IsotropicDD(**FAST_ISO))
+    return ANCER(n_iter=20, n_draws=64, isotropic=IsotropicDD(**FAST_ISO))
 
 
 def _linear_classifier(w, b, noise, strategy, memory="auto"):
@@ -172,3 +180,33 @@ def test_auto_clip_uses_the_certificate_ceiling():
         SmoothedClassifier(strategy=IsotropicDD(clip="big")).fit(
             np.zeros((4, 2)), [0, 1, 0, 1]
         )
+
+
+@pytest.mark.parametrize(
+    "make, old, new",
+    [
+        (IsotropicDD, {"n_samples": 7}, {"n_draws": 7}),
+        (ANCER, {"n_samples": 7}, {"n_draws": 7}),
+        (RANCER, {"n_samples": 7}, {"n_draws": 7}),
+        (RDDRS, {"n_samples": 7}, {"n_draws": 7}),
+        (UCANPattern, {"kappa": 3.0}, {"border_weight": 3.0}),
+        (
+            UCANInput,
+            {"gamma": 3.0, "floor": 0.5},
+            {"max_multiplier": 3.0, "min_multiplier": 0.5},
+        ),
+        (MACER, {"n_samples": 7}, {"n_draws": 7}),
+    ],
+)
+def test_renamed_parameters_still_work_under_their_old_names(make, old, new):
+    renamed = make(**old)
+    with pytest.warns(FutureWarning, match="renamed"):
+        renamed._validate_params()
+    for name, value in new.items():
+        assert renamed._param(name) == value
+        assert make(**new)._param(name) == value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(**new)._validate_params()  # the new names do not warn
+    with pytest.raises(ValueError):
+        make(**dict.fromkeys(old, -1))._validate_params()

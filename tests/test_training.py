@@ -83,7 +83,7 @@ def test_macer_loss_is_smoothed_ce_plus_hinge_on_the_gap():
     k = 4
     z = np.random.RandomState(1).randn(2, k, 2) * 0.4
     f, sample = _setup(z)
-    method = MACER(n_samples=k, beta=2.0, gamma=8.0, lbd=3.0)
+    method = MACER(n_draws=k, beta=2.0, gamma=8.0, lbd=3.0)
     loss = method.loss(
         f, torch.as_tensor(X), torch.as_tensor(Y), sample, **_kwargs(0.5)
     )

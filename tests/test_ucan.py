@@ -77,15 +77,15 @@ def test_training_uses_the_pattern_and_parameters_are_tunable(digits):
     X, y = digits
     X = X.reshape(-1, 1, 8, 8)
     clf = SmoothedClassifier(
-        strategy=UCANPattern(kappa=2.0, p="inf"),
+        strategy=UCANPattern(border_weight=2.0, p="inf"),
         sigma=0.2,
         n=300,
         max_epochs=2,
         random_state=0,
     ).fit(X[:200], y[:200])
-    expected = 0.2 * UCANPattern(kappa=2.0, p="inf").multipliers((1, 8, 8))
+    expected = 0.2 * UCANPattern(border_weight=2.0, p="inf").multipliers((1, 8, 8))
     np.testing.assert_allclose(clf.net_.noise_scale.numpy(), expected, rtol=1e-6)
-    assert clf.get_params()["strategy__kappa"] == 2.0
+    assert clf.get_params()["strategy__border_weight"] == 2.0
     assert clf.certify(X[200:204]).kind == "diagonal"
 
 
@@ -187,14 +187,20 @@ def test_input_generator_is_data_dependent_and_memory_checked(digits):
 def test_generator_parameters_are_tunable_and_validated(digits):
     X, y = digits
     clf = SmoothedClassifier(strategy=UCANUniversal(), max_epochs=3, n=200)
-    clf.set_params(strategy__gamma=2.0, strategy__floor=0.5, random_state=0)
-    assert clf.get_params()["strategy__gamma"] == 2.0
+    clf.set_params(
+        strategy__max_multiplier=2.0, strategy__min_multiplier=0.5, random_state=0
+    )
+    assert clf.get_params()["strategy__max_multiplier"] == 2.0
     clf.fit(X[:200], y[:200])
     assert clf.noise_generator_.bounds.gamma == 2.0
     _, scale = clf.noise_parameters(X[:1])
     assert (scale > 0.25 * 0.5).all() and (scale < 0.25 * 2.0).all()
-    bad = SmoothedClassifier(strategy=UCANInput(gamma=1.0, floor=1.0), max_epochs=1)
-    with pytest.raises(ValueError, match="floor must be smaller than gamma"):
+    bad = SmoothedClassifier(
+        strategy=UCANInput(max_multiplier=1.0, min_multiplier=1.0), max_epochs=1
+    )
+    with pytest.raises(
+        ValueError, match="min_multiplier must be smaller than max_multiplier"
+    ):
         bad.fit(X[:20], y[:20])
     assert not hasattr(bad, "net_")
 
@@ -262,9 +268,9 @@ def test_a_new_generator_strategy_after_fit_is_refused_not_ignored(digits):
     clf.set_params(strategy=UCANUniversal())
     np.testing.assert_array_equal(clf.certify(X[:2]).radius, before.radius)
     # other parameters would need another trained generator
-    clf.set_params(strategy=UCANUniversal(gamma=3.0))
+    clf.set_params(strategy=UCANUniversal(max_multiplier=3.0))
     with pytest.raises(ValueError, match="trained in fit; refit"):
         clf.certify(X[:2])
-    clf.set_params(strategy__gamma=4.0)
+    clf.set_params(strategy__max_multiplier=4.0)
     with pytest.raises(ValueError, match="trained in fit; refit"):
         clf.predict(X[:2])

@@ -1,13 +1,96 @@
 """The skorch network trained under smoothing noise."""
 
+import copy
+
+import numpy as np
 import torch
 from skorch import NeuralNetClassifier
 from skorch.dataset import unpack_data
 
+from ..network import first_output
 from ..noise import get_noise
 from ..training import GaussianAugmentation
+from ._networks import default_module_for
 
-__all__ = ["NoisyNeuralNetClassifier", "outputs_probabilities"]
+__all__ = [
+    "NETWORK_PREFIXES",
+    "NoisyNeuralNetClassifier",
+    "build_noisy_net",
+    "is_network_param",
+    "outputs_probabilities",
+]
+
+#: Prefixes of the estimator parameters routed to the network, e.g.
+#: ``module__hidden_units`` or ``optimizer__weight_decay``: skorch's own
+#: ``prefixes_`` and those of the module, criterion and optimiser, which skorch
+#: adds to ``prefixes_`` when it initialises them.
+NETWORK_PREFIXES = (
+    "module",
+    "criterion",
+    "optimizer",
+    *NeuralNetClassifier.prefixes_,
+)
+
+
+def is_network_param(name):
+    """Whether an estimator parameter goes to the network (``<prefix>__<name>``)."""
+    return "__" in name and name.split("__", 1)[0] in NETWORK_PREFIXES
+
+
+def build_noisy_net(
+    module,
+    input_shape,
+    n_classes,
+    *,
+    family,
+    training,
+    noise_scale,
+    network_params,
+    strategy_params,
+    **net_params,
+):
+    """The skorch network ``SmoothedClassifier.fit`` trains.
+
+    Parameters
+    ----------
+    module : torch.nn.Module class or instance, or None
+        The user's module (an instance is copied, so fitting never changes
+        it); the built-in MLP or CNN for ``input_shape`` when None.
+    input_shape : tuple of int
+    n_classes : int
+    family : NoiseFamily
+    training : BaseTraining
+    noise_scale : float or ndarray of ``input_shape``
+        The strategy's training scale.
+    network_params : dict
+        The estimator's ``<prefix>__<name>`` parameters.
+    strategy_params : dict
+        What the strategy adds to the network (a UCAN noise generator).
+    **net_params
+        Other :class:`NoisyNeuralNetClassifier` parameters (``max_epochs``,
+        ``lr``, ``device`` ...).
+    """
+    module_params = {}
+    if module is None:
+        module, module_params = default_module_for(input_shape, n_classes)
+    elif isinstance(module, torch.nn.Module):
+        module = copy.deepcopy(module)
+    params = {
+        "iterator_train__shuffle": True,
+        **{f"module__{k}": v for k, v in module_params.items()},
+        **network_params,
+        **strategy_params,
+        **net_params,
+    }
+    return NoisyNeuralNetClassifier(
+        module,
+        noise=family,
+        training=training,
+        noise_scale=torch.as_tensor(noise_scale, dtype=torch.float32).reshape(
+            input_shape if np.ndim(noise_scale) else ()
+        ),
+        **params,
+    )
 
 
 def outputs_probabilities(net):
@@ -118,8 +201,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
 
         def forward(x):
             """Class scores: log-probabilities for a probability-output module."""
-            out = self.infer(x, **fit_params)
-            out = out[0] if isinstance(out, tuple) else out
+            out = first_output(self.infer(x, **fit_params))
             if not seen and len(out) % len(Xi) == 0:
                 # for callbacks: the batch's (noisy) predictions, copies averaged
                 seen.append(out.detach().reshape(len(Xi), -1, *out.shape[1:]).mean(1))

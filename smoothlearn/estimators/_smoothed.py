@@ -21,7 +21,6 @@ from ..certify import (
     ESTIMATION,
     OPTIMISATION,
     SELECTION,
-    BaseNetwork,
     NoiseBank,
     bank_key,
     certify_from_counts,
@@ -30,6 +29,7 @@ from ..certify import (
     predict_from_counts,
     smoothing_as_run,
 )
+from ..network import FlatInputNetwork, check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES, get_strategy
@@ -42,32 +42,19 @@ from ..utils._sklearn_compat import (
     validate_data,
 )
 from ._memory import MemoryCertifier
-from ._networks import default_module_for
-from ._noisy_net import NoisyNeuralNetClassifier, outputs_probabilities
-
-__all__ = ["SmoothedClassifier"]
-
-#: Prefixes of the skorch parameters routed to the network (skorch's own
-#: ``prefixes_``), e.g. ``module__hidden_units`` or ``optimizer__weight_decay``.
-SKORCH_PREFIXES = (
-    "module",
-    "iterator_train",
-    "iterator_valid",
-    "optimizer",
-    "criterion",
-    "callbacks",
-    "dataset",
+from ._noisy_net import (
+    NETWORK_PREFIXES,
+    build_noisy_net,
+    is_network_param,
+    outputs_probabilities,
 )
 
+__all__ = ["SmoothedClassifier"]
 
 #: Inputs certified together: the noise banks are regenerated once per block
 #: (cheap next to n forward passes per input) and progress, checkpoints and
 #: parallel work advance by whole blocks.
 INPUT_BLOCK = 64
-
-
-def _is_skorch_param(name):
-    return "__" in name and name.split("__", 1)[0] in SKORCH_PREFIXES
 
 
 class SmoothedClassifier(ClassifierMixin, BaseEstimator):
@@ -340,11 +327,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _check_network_params(self):
         for name in self._network_param_names:
-            if not _is_skorch_param(name):
+            if not is_network_param(name):
                 raise TypeError(
                     f"SmoothedClassifier got an unexpected parameter {name!r}; "
                     f"network parameters take a prefix: "
-                    + ", ".join(f"{p}__" for p in SKORCH_PREFIXES)
+                    + ", ".join(f"{p}__" for p in NETWORK_PREFIXES)
                 )
 
     def get_params(self, deep=True):
@@ -353,7 +340,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         return params
 
     def set_params(self, **params):
-        network = {k: v for k, v in params.items() if _is_skorch_param(k)}
+        network = {k: v for k, v in params.items() if is_network_param(k)}
         for name, value in network.items():
             setattr(self, name, value)
         new_names = [k for k in network if k not in self._network_param_names]
@@ -398,7 +385,24 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         training = get_training(self.training)
         training.check()
 
-        net = self._build_net(input_shape, len(classes), strategy, family, training)
+        net = build_noisy_net(
+            self.module,
+            input_shape,
+            len(classes),
+            family=family,
+            training=training,
+            noise_scale=strategy.training_scale(self.sigma, input_shape),
+            network_params=self._network_params(),
+            strategy_params=strategy.network_params(input_shape),
+            max_epochs=self.max_epochs,
+            lr=self.lr,
+            optimizer=self.optimizer,
+            criterion=self.criterion,
+            callbacks=self.callbacks,
+            train_split=self.train_split,
+            device=self.device,
+            verbose=self.verbose,
+        )
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # skorch has no random_state: seed torch locally so fit is reproducible
         # without touching the caller's global torch RNG.
@@ -408,7 +412,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 net.initialize()
             else:
                 net.fit(X, y_index)
-        _check_output_size(net, X[:1], len(classes))
+        check_output_size(net.module_, X[:1], len(classes), device=net.device)
 
         # a new base network: certificates of the old one constrain nothing
         self.__dict__.pop("memory_", None)
@@ -417,48 +421,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.input_shape_ = input_shape
         self.noise_ = family
         self.noise_generator_ = getattr(net, "noise_generator_", None)
-        if self.noise_generator_ is not None:
-            strategy.generator_ = self.noise_generator_
+        strategy.attach(net)
         self.strategy_ = strategy
         self.training_ = training
         self.net_ = net
         return self
-
-    def _build_net(self, input_shape, n_classes, strategy, family, training):
-        module = self.module
-        module_kwargs = {}
-        if module is None:
-            module, module_kwargs = default_module_for(input_shape, n_classes)
-        elif isinstance(module, torch.nn.Module):
-            module = copy.deepcopy(module)
-        kwargs = {
-            "iterator_train__shuffle": True,
-            **{f"module__{k}": v for k, v in module_kwargs.items()},
-            **self._network_params(),
-        }
-        scale = strategy.training_scale(self.sigma, input_shape)
-        if getattr(strategy, "trained_in_fit", False):
-            # UCAN: the noise generator trains with the network
-            kwargs["noise_generator"] = strategy.build_generator(input_shape)
-            kwargs["variance_weight"] = strategy.variance_weight
-            kwargs["generator_lr"] = strategy.lr
-        return NoisyNeuralNetClassifier(
-            module,
-            noise=family,
-            training=training,
-            noise_scale=torch.as_tensor(scale, dtype=torch.float32).reshape(
-                input_shape if np.ndim(scale) else ()
-            ),
-            max_epochs=self.max_epochs,
-            lr=self.lr,
-            optimizer=self.optimizer,
-            criterion=self.criterion,
-            callbacks=self.callbacks,
-            train_split=self.train_split,
-            device=self.device,
-            verbose=self.verbose,
-            **kwargs,
-        )
 
     # ---------------------------------------------------------- inference
     def _validate_X(self, X):
@@ -477,7 +444,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _network(self):
         net = self.net_
         nonlinearity = net._get_predict_nonlinearity()
-        return BaseNetwork(
+        return FlatInputNetwork(
             net.module_,
             self.input_shape_,
             len(self.classes_),
@@ -506,7 +473,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         network with the new strategy; one trained in ``fit`` is ``strategy_``.
         """
         strategy = get_strategy(self.strategy)
-        if getattr(strategy, "trained_in_fit", False):
+        if strategy.trained_in_fit:
             fitted = self.strategy_
             same_params = _params_repr(strategy) == _params_repr(fitted)
             if type(strategy) is not type(fitted) or not same_params:
@@ -896,15 +863,3 @@ def _certify_block(estimator, X_block, strategy, key):
         "time": np.full(len(top), seconds),
         "scale": scale,
     }
-
-
-def _check_output_size(net, X_one, n_classes):
-    with torch.inference_mode():
-        net.module_.eval()
-        out = net.module_(torch.as_tensor(X_one, device=net.device))
-    out = out[0] if isinstance(out, tuple) else out
-    if out.ndim != 2 or out.shape[1] != n_classes:
-        raise ValueError(
-            f"the module must output one score per class: expected shape (batch, "
-            f"{n_classes}), got {tuple(out.shape)}."
-        )

@@ -29,18 +29,22 @@ __all__ = [
     "get_strategy",
 ]
 
-#: Name -> strategy class. ``fixed`` is an alias of ``cohen``.
+#: Name -> strategy class, from each class's ``name``; ``fixed`` is an alias
+#: of ``cohen``.
 STRATEGIES = {
-    "cohen": Cohen,
-    "fixed": Cohen,
-    "isotropic_dd": IsotropicDD,
-    "ancer": ANCER,
-    "rancer": RANCER,
-    "rddrs": RDDRS,
-    "ucan_pattern": UCANPattern,
-    "ucan_universal": UCANUniversal,
-    "ucan_input": UCANInput,
+    cls.name: cls
+    for cls in (
+        Cohen,
+        IsotropicDD,
+        ANCER,
+        RANCER,
+        RDDRS,
+        UCANPattern,
+        UCANUniversal,
+        UCANInput,
+    )
 }
+STRATEGIES["fixed"] = Cohen
 
 
 def get_strategy(strategy):

@@ -1,11 +1,21 @@
-"""The strategy interface: how the smoothing scale ``S`` is chosen."""
+"""The strategy interface: how the smoothing scale ``S`` is chosen, and its lifecycle.
+
+A strategy is built from a name or cloned from an instance
+(:func:`~smoothlearn.strategies.get_strategy`), checked against the noise
+family and input shape in ``fit``, adds what it needs to the network trained
+there (:meth:`BaseStrategy.network_params`), takes what it needs from the
+fitted network (:meth:`BaseStrategy.attach`), and answers, block by block at
+certification time, the scale of each input (:meth:`BaseStrategy.scales`).
+"""
 
 from sklearn.base import BaseEstimator
 
-__all__ = ["BaseStrategy"]
+from ..utils._deprecation import RenamedParamsMixin
+
+__all__ = ["BaseStrategy", "StartsFromIsotropic"]
 
 
-class BaseStrategy(BaseEstimator):
+class BaseStrategy(RenamedParamsMixin, BaseEstimator):
     """Base class of smoothing strategies.
 
     A strategy is a small estimator-like object (``get_params``/``set_params``,
@@ -15,6 +25,8 @@ class BaseStrategy(BaseEstimator):
 
     Class attributes
     ----------------
+    name : str
+        The name :func:`~smoothlearn.strategies.get_strategy` knows it by.
     data_dependent : bool
         True when the scale depends on the input; such certificates are only
         sound after memory-based certification.
@@ -23,10 +35,16 @@ class BaseStrategy(BaseEstimator):
         the noise bank's response across inputs).
     noises : tuple of str
         The noise families the strategy supports.
+    trained_in_fit : bool
+        True when ``fit`` trains part of the strategy with the network (UCAN's
+        generators): certification then uses the fitted strategy, and changing
+        its parameters needs a new ``fit``.
     """
 
+    name = None
     data_dependent = False
     shared_scale = True
+    trained_in_fit = False
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}
 
@@ -53,7 +71,7 @@ class BaseStrategy(BaseEstimator):
 
         Parameters
         ----------
-        network : smoothlearn.certify.BaseNetwork
+        network : smoothlearn.network.FlatInputNetwork
         X : ndarray of shape (m, n_features)
             Flat inputs.
         sigma : float
@@ -82,6 +100,46 @@ class BaseStrategy(BaseEstimator):
         """
         return float(sigma)
 
-    @property
-    def name(self):
-        return type(self).__name__.lower()
+    def network_params(self, input_shape):
+        """Parameters the strategy adds to the network trained in ``fit``.
+
+        Keyword arguments of
+        :class:`~smoothlearn.estimators._noisy_net.NoisyNeuralNetClassifier`;
+        none here.
+        """
+        return {}
+
+    def attach(self, net):
+        """Take what certification needs from the fitted network (nothing here)."""
+
+
+class StartsFromIsotropic(BaseStrategy):
+    """Base of the strategies started from the isotropic data-dependent solution.
+
+    ANCER, RANCER and RDDRS hold an ``isotropic`` parameter (an
+    :class:`~smoothlearn.strategies.IsotropicDD`, its defaults when None)
+    whose per-input sigma is their start (``sigma_start`` of their
+    ``optimise``) and floor.
+    """
+
+    def check(self, family, input_shape=None):
+        super().check(family, input_shape)
+        self._isotropic().check(family, input_shape)
+
+    _renamed_params = {"n_samples": "n_draws"}
+
+    def _isotropic(self):
+        # imported here: IsotropicDD is itself a strategy built on this module
+        from .isotropic_dd import IsotropicDD
+
+        return IsotropicDD() if self.isotropic is None else self.isotropic
+
+    def isotropic_start(self, network, X, *, sigma, family, bank, p_max):
+        """Validate; the isotropic sigma of each input and the bank rows it used."""
+        self._validate_params()
+        isotropic = self._isotropic()
+        isotropic._validate_params()
+        sigma_start = isotropic.optimise(
+            network, X, sigma, family=family, bank=bank, p_max=p_max
+        )
+        return sigma_start, isotropic.optimisation_rows()

@@ -25,6 +25,7 @@ from .._checkpoint import row_digest
 __all__ = [
     "AUTO_DENSE_MAX_FEATURES",
     "curvature_basis",
+    "hessian_seed",
     "input_hessians",
     "predicted_labels",
     "resolve_rank",
@@ -238,7 +239,7 @@ def curvature_basis(network, X_t, rank, *, seed=0):
 
     Parameters
     ----------
-    network : BaseNetwork
+    network : FlatInputNetwork
     X_t : torch.Tensor of shape (m, d)
     rank : int or None
         None: every eigenvector (dense Hessians); k: the top k (Lanczos).
@@ -261,3 +262,9 @@ def curvature_basis(network, X_t, rank, *, seed=0):
         generators = row_generators(seed, X_t)
         values, vectors = lanczos_top_eigenvectors(hvp, m, d, rank, generators)
     return values, vectors.to(device=X_t.device, dtype=torch.float32)
+
+
+def hessian_seed(bank):
+    """Lanczos start vectors: a pure function of the call's key."""
+    seed = np.random.SeedSequence(bank.key, spawn_key=(bank.bank, 1 << 20))
+    return int(seed.generate_state(1, np.uint32)[0])

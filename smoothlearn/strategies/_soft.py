@@ -10,6 +10,7 @@ from numbers import Integral, Real
 
 import torch
 
+from ..utils._deprecation import deprecated_option
 from ..utils._sklearn_compat import Interval, StrOptions
 
 __all__ = [
@@ -24,7 +25,8 @@ __all__ = [
 OPTIMISER_CONSTRAINTS = {
     "lr": [Interval(Real, 0, None, closed="neither")],
     "n_iter": [Interval(Integral, 0, None, closed="left")],
-    "n_samples": [Interval(Integral, 1, None, closed="left")],
+    "n_draws": [Interval(Integral, 1, None, closed="left")],
+    "n_samples": [deprecated_option(), Interval(Integral, 1, None, closed="left")],
     "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
 }
 
@@ -36,10 +38,10 @@ def resolve_clip(clip, p_max):
     return clip
 
 
-def optimisation_draws(bank, iteration, n_samples, offset, device):
+def optimisation_draws(bank, iteration, n_draws, offset, device):
     """The draws of one optimisation step: bank rows for ``iteration``."""
-    start = offset + iteration * n_samples
-    return bank.rows(start, start + n_samples).to(device)
+    start = offset + iteration * n_draws
+    return bank.rows(start, start + n_draws).to(device)
 
 
 def soft_gap(network, X_t, perturb, z, family, clip):
@@ -47,12 +49,12 @@ def soft_gap(network, X_t, perturb, z, family, clip):
 
     Parameters
     ----------
-    network : BaseNetwork
+    network : FlatInputNetwork
     X_t : torch.Tensor of shape (m, d)
     perturb : callable
-        ``perturb(z)`` -> ``S_i z`` of shape (m, n_samples, d) (differentiable
+        ``perturb(z)`` -> ``S_i z`` of shape (m, n_draws, d) (differentiable
         in the scale being optimised).
-    z : torch.Tensor of shape (n_samples, d)
+    z : torch.Tensor of shape (n_draws, d)
     family : NoiseFamily
     clip : float
         Probabilities are clamped to ``[clip, 1 - clip]``.

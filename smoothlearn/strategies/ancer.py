@@ -5,7 +5,9 @@ from numbers import Real
 import numpy as np
 import torch
 
+from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval
+from ._base import StartsFromIsotropic
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -13,7 +15,6 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import StartsFromIsotropic
 
 __all__ = ["ANCER"]
 
@@ -24,10 +25,10 @@ class ANCER(StartsFromIsotropic):
     ANCER's relaxed problem (ancer.md section 6 and appendix C)::
 
         max_theta  gap(theta) * prod(theta)^(1/d) + kappa * min(theta) * gap(theta)
-        s.t.       theta >= theta_iso
+        s.t.       theta >= sigma_start
 
-    solved by Adam with projection onto ``theta >= theta_iso`` after every step,
-    starting from the isotropic data-dependent solution ``theta_iso`` (found by
+    solved by Adam with projection onto ``theta >= sigma_start`` after every step,
+    starting from the isotropic data-dependent solution ``sigma_start`` (found by
     the ``isotropic`` strategy). The gap is the soft smoothed classifier's, on
     the optimisation bank's draws. Data-dependent: certificates are sound only
     after memory-based certification (the estimator's default).
@@ -37,15 +38,18 @@ class ANCER(StartsFromIsotropic):
     lr : float, default=0.04
         Adam's learning rate.
     n_iter : int, default=100
-    n_samples : int, default=100
+    n_draws : int, default=100
         Noise draws per input and step.
+    n_samples : int
+        Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
+        rows of ``X``); removed in 0.3.
     kappa : float, default=2.0
         Weight of the isotropic-radius term ``min(theta) * gap``.
     clip : float or 'auto', default=0.001
         Soft probabilities are clamped to ``[clip, 1 - clip]``; ``'auto'`` at
         the certificate's ceiling, as for :class:`IsotropicDD`.
     isotropic : IsotropicDD, default=None
-        The strategy giving ``theta_iso`` (``IsotropicDD()`` when None); its
+        The strategy giving ``sigma_start`` (``IsotropicDD()`` when None); its
         parameters are reachable as ``strategy__isotropic__<name>``.
 
     References
@@ -55,6 +59,7 @@ class ANCER(StartsFromIsotropic):
     TMLR 2022.
     """
 
+    name = "ancer"
     data_dependent = True
     shared_scale = False
 
@@ -65,25 +70,33 @@ class ANCER(StartsFromIsotropic):
     }
 
     def __init__(
-        self, lr=0.04, n_iter=100, n_samples=100, kappa=2.0, clip=0.001, isotropic=None
+        self,
+        lr=0.04,
+        n_iter=100,
+        n_draws=100,
+        kappa=2.0,
+        clip=0.001,
+        isotropic=None,
+        n_samples=DEPRECATED,
     ):
         self.lr = lr
         self.n_iter = n_iter
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.kappa = kappa
         self.clip = clip
         self.isotropic = isotropic
+        self.n_samples = n_samples
 
-    @property
-    def name(self):
-        return "ancer"
+    def optimise(self, network, X, sigma_start, *, family, bank, offset=0, p_max=None):
+        """The optimised ``theta_x`` of each input, shape (m, d).
 
-    def optimise(self, network, X, theta_iso, *, family, bank, offset=0, p_max=None):
-        """The optimised ``theta_x`` of each input, shape (m, d)."""
+        ``sigma_start`` (m,) is each input's isotropic sigma: the start and floor.
+        """
+        n_draws = self._param("n_draws")
         device = network.device
         m, d = X.shape
         X_t = network.inputs(X)
-        floor = torch.as_tensor(theta_iso, dtype=torch.float32, device=device)
+        floor = torch.as_tensor(sigma_start, dtype=torch.float32, device=device)
         floor = floor.reshape(m, 1, 1).expand(m, 1, d).clone()
         theta = floor.clone().requires_grad_(True)
         optimiser = torch.optim.Adam([theta], lr=self.lr)
@@ -91,7 +104,7 @@ class ANCER(StartsFromIsotropic):
         network.module.eval()
         with torch.enable_grad():
             for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, self.n_samples, offset, device)
+                z = optimisation_draws(bank, it, n_draws, offset, device)
                 gap = soft_gap(network, X_t, lambda z: theta * z, z, family, clip)
                 flat = theta.reshape(m, d)
                 objective = volume_objective(
@@ -107,16 +120,16 @@ class ANCER(StartsFromIsotropic):
         return theta.detach().reshape(m, d).cpu().numpy().astype(np.float64)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        theta_iso, start = self.isotropic_start(
+        sigma_start, offset = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         theta = self.optimise(
             network,
             X,
-            theta_iso,
+            sigma_start,
             family=family,
             bank=bank,
-            offset=start,
+            offset=offset,
             p_max=p_max,
         )
         return {"scale": theta}

@@ -25,12 +25,9 @@ class Cohen(BaseStrategy):
     False
     """
 
+    name = "cohen"
     data_dependent = False
     shared_scale = True
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         return {"scale": np.full(len(X), float(sigma))}
-
-    @property
-    def name(self):
-        return "cohen"

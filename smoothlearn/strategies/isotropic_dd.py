@@ -5,6 +5,7 @@ from numbers import Real
 import numpy as np
 import torch
 
+from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
 from ._soft import (
@@ -23,7 +24,7 @@ class IsotropicDD(BaseStrategy):
     For each input, plain gradient ascent on the surrogate radius
     ``sigma * soft_gap(sigma)`` of the soft smoothed classifier (Alfarra et al.'s
     Data Dependent Randomized Smoothing), started at the estimator's ``sigma``.
-    Every step uses ``n_samples`` fresh draws from the optimisation bank,
+    Every step uses ``n_draws`` fresh draws from the optimisation bank,
     independent of the certification draws; all inputs of a block are
     optimised at once. Data-dependent: certificates are sound only after
     memory-based certification (the estimator's default).
@@ -34,8 +35,11 @@ class IsotropicDD(BaseStrategy):
         Step size of the gradient ascent.
     n_iter : int, default=300
         Ascent steps.
-    n_samples : int, default=100
+    n_draws : int, default=100
         Noise draws per input and step.
+    n_samples : int
+        Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
+        rows of ``X``); removed in 0.3.
     min_sigma : float, default=1e-3
         ``sigma_x`` is projected onto ``[min_sigma, inf)`` after each step.
     clip : float or 'auto', default=0.001
@@ -51,6 +55,7 @@ class IsotropicDD(BaseStrategy):
     Smoothing. UAI 2022 (arXiv 2012.04351).
     """
 
+    name = "isotropic_dd"
     data_dependent = True
     shared_scale = False
 
@@ -59,29 +64,40 @@ class IsotropicDD(BaseStrategy):
         "min_sigma": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, lr=0.04, n_iter=300, n_samples=100, min_sigma=1e-3, clip=0.001):
+    _renamed_params = {"n_samples": "n_draws"}
+
+    def __init__(
+        self,
+        lr=0.04,
+        n_iter=300,
+        n_draws=100,
+        min_sigma=1e-3,
+        clip=0.001,
+        n_samples=DEPRECATED,
+    ):
         self.lr = lr
         self.n_iter = n_iter
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.min_sigma = min_sigma
         self.clip = clip
+        self.n_samples = n_samples
 
-    @property
-    def name(self):
-        return "isotropic_dd"
+    def optimise(self, network, X, sigma_start, *, family, bank, offset=0, p_max=None):
+        """The optimised ``sigma_x`` of each input, shape (m,).
 
-    def optimise(self, network, X, *, sigma, family, bank, offset=0, p_max=None):
-        """The optimised ``sigma_x`` of each input, shape (m,)."""
+        ``sigma_start`` is the starting sigma: a float for every input (the
+        estimator's ``sigma``) or one per input, shape (m,).
+        """
         device = network.device
         X_t = network.inputs(X)
-        sig = torch.full(
-            (len(X), 1, 1), float(sigma), device=device, requires_grad=True
-        )
+        start = np.broadcast_to(np.asarray(sigma_start, dtype=np.float32), len(X))
+        sig = torch.tensor(start, device=device).reshape(-1, 1, 1).requires_grad_(True)
+        n_draws = self._param("n_draws")
         clip = resolve_clip(self.clip, p_max)
         network.module.eval()
         with torch.enable_grad():
             for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, self.n_samples, offset, device)
+                z = optimisation_draws(bank, it, n_draws, offset, device)
                 gap = soft_gap(network, X_t, lambda z: sig * z, z, family, clip)
                 radius = sig.reshape(-1) * gap
                 (grad,) = torch.autograd.grad(radius.sum(), sig)
@@ -90,39 +106,11 @@ class IsotropicDD(BaseStrategy):
                     sig.clamp_(min=self.min_sigma)
         return sig.detach().reshape(-1).cpu().numpy().astype(np.float64)
 
-    def n_draws(self):
-        """Optimisation-bank rows one call uses."""
-        return self.n_iter * self.n_samples
+    def optimisation_rows(self):
+        """Optimisation-bank rows one call of :meth:`optimise` uses."""
+        return self.n_iter * self._param("n_draws")
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         self._validate_params()
-        scale = self.optimise(
-            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
-        )
+        scale = self.optimise(network, X, sigma, family=family, bank=bank, p_max=p_max)
         return {"scale": scale}
-
-
-class StartsFromIsotropic(BaseStrategy):
-    """Base of the strategies started from the isotropic data-dependent solution.
-
-    ANCER, RANCER and RDDRS hold an ``isotropic`` parameter (an
-    :class:`IsotropicDD`, its defaults when None) whose per-input sigma is
-    their start and floor.
-    """
-
-    def check(self, family, input_shape=None):
-        super().check(family, input_shape)
-        self._isotropic().check(family, input_shape)
-
-    def _isotropic(self):
-        return IsotropicDD() if self.isotropic is None else self.isotropic
-
-    def isotropic_start(self, network, X, *, sigma, family, bank, p_max):
-        """Validate; the isotropic sigma of each input and the bank rows it used."""
-        self._validate_params()
-        isotropic = self._isotropic()
-        isotropic._validate_params()
-        sigma0 = isotropic.optimise(
-            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
-        )
-        return sigma0, isotropic.n_draws()

@@ -2,12 +2,13 @@
 
 from numbers import Integral, Real
 
-import numpy as np
 import torch
 
 from ..certify import rotated_noise
+from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._curvature import curvature_basis, resolve_rank
+from ._base import StartsFromIsotropic
+from ._curvature import curvature_basis, hessian_seed, resolve_rank
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -15,15 +16,8 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import StartsFromIsotropic
 
-__all__ = ["RANCER", "hessian_seed"]
-
-
-def hessian_seed(bank):
-    """Lanczos start vectors: a pure function of the call's key."""
-    seed = np.random.SeedSequence(bank.key, spawn_key=(bank.bank, 1 << 20))
-    return int(seed.generate_state(1, np.uint32)[0])
+__all__ = ["RANCER"]
 
 
 class RANCER(StartsFromIsotropic):
@@ -50,8 +44,11 @@ class RANCER(StartsFromIsotropic):
     lr : float, default=0.04
         Adam's learning rate (as :class:`ANCER`).
     n_iter : int, default=100
-    n_samples : int, default=100
+    n_draws : int, default=100
         Noise draws per input and step.
+    n_samples : int
+        Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
+        rows of ``X``); removed in 0.3.
     kappa : float, default=2.0
         Weight of the isotropic-radius term.
     gamma1, gamma2 : float, default=0.5, 3.0
@@ -74,6 +71,7 @@ class RANCER(StartsFromIsotropic):
     Smoothing (rancer.md).
     """
 
+    name = "rancer"
     data_dependent = True
     shared_scale = False
     noises = ("gaussian",)
@@ -95,33 +93,39 @@ class RANCER(StartsFromIsotropic):
         self,
         lr=0.04,
         n_iter=100,
-        n_samples=100,
+        n_draws=100,
         kappa=2.0,
         gamma1=0.5,
         gamma2=3.0,
         rank="auto",
         clip=0.001,
         isotropic=None,
+        n_samples=DEPRECATED,
     ):
         self.lr = lr
         self.n_iter = n_iter
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.kappa = kappa
         self.gamma1 = gamma1
         self.gamma2 = gamma2
         self.rank = rank
         self.clip = clip
         self.isotropic = isotropic
+        self.n_samples = n_samples
 
-    @property
-    def name(self):
-        return "rancer"
+    def optimise(
+        self, network, X, sigma_start, *, family, bank, offset=0, p_max=None, basis
+    ):
+        """In-basis scales ``s`` (m, k) and the remainder ``r`` (m,).
 
-    def optimise(self, network, X_t, basis, sigma0, *, family, bank, offset, p_max):
-        """In-basis scales ``s`` (m, k) and the remainder ``r`` (m,)."""
+        ``sigma_start`` (m,) is each input's isotropic sigma, the centre of
+        the clipping band; ``basis`` (m, d, k) the curvature directions.
+        """
+        X_t = network.inputs(X)
+        n_draws = self._param("n_draws")
         m, d = X_t.shape
         k = basis.shape[2]
-        sigma0 = torch.as_tensor(sigma0, dtype=torch.float32, device=X_t.device)
+        sigma0 = torch.as_tensor(sigma_start, dtype=torch.float32, device=X_t.device)
         low = (sigma0 * (1 - self.gamma1))[:, None]
         high = (sigma0 * (1 + self.gamma2))[:, None]
         # columns: k in-basis scales, then the remainder's
@@ -131,7 +135,7 @@ class RANCER(StartsFromIsotropic):
         network.module.eval()
         with torch.enable_grad():
             for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, self.n_samples, offset, X_t.device)
+                z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
                 s, rest = theta[:, :k], theta[:, k]
                 gap = soft_gap(
                     network,
@@ -156,7 +160,7 @@ class RANCER(StartsFromIsotropic):
         return theta[:, :k], theta[:, k]
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        sigma0, start = self.isotropic_start(
+        sigma_start, offset = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         X_t = network.inputs(X)
@@ -164,13 +168,13 @@ class RANCER(StartsFromIsotropic):
         _, basis = curvature_basis(network, X_t, rank, seed=hessian_seed(bank))
         s, rest = self.optimise(
             network,
-            X_t,
-            basis,
-            sigma0,
+            X,
+            sigma_start,
             family=family,
             bank=bank,
-            offset=start,
+            offset=offset,
             p_max=p_max,
+            basis=basis,
         )
         if basis.shape[2] == X.shape[1]:
             rest = s.min(axis=1)  # a full basis has no complement

@@ -4,8 +4,10 @@ from numbers import Integral, Real
 
 import torch
 
+from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._curvature import curvature_basis, resolve_rank
+from ._base import StartsFromIsotropic
+from ._curvature import curvature_basis, hessian_seed, resolve_rank
 from ._soft import (
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
@@ -13,8 +15,6 @@ from ._soft import (
     soft_gap,
     volume_objective,
 )
-from .isotropic_dd import StartsFromIsotropic
-from .rancer import hessian_seed
 
 __all__ = ["RDDRS"]
 
@@ -82,8 +82,11 @@ class RDDRS(StartsFromIsotropic):
         ``lr=0.4`` dropped it from 0.574 to 0.050. Tune it per dataset
         (``strategy__lr``).
     n_iter : int, default=100
-    n_samples : int, default=100
+    n_draws : int, default=100
         Noise draws per input and step.
+    n_samples : int
+        Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
+        rows of ``X``); removed in 0.3.
     kappa : float, default=2.0
     rank : 'auto', int or None, default='auto'
         None: a dense ``C`` (the paper); an int: the rank-k form above;
@@ -99,6 +102,7 @@ class RDDRS(StartsFromIsotropic):
     smoothing for neural networks certification (rddrs.md).
     """
 
+    name = "rddrs"
     data_dependent = True
     shared_scale = False
     noises = ("gaussian",)
@@ -118,43 +122,48 @@ class RDDRS(StartsFromIsotropic):
         self,
         lr=0.04,
         n_iter=100,
-        n_samples=100,
+        n_draws=100,
         kappa=2.0,
         rank="auto",
         clip=0.001,
         isotropic=None,
+        n_samples=DEPRECATED,
     ):
         self.lr = lr
         self.n_iter = n_iter
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.kappa = kappa
         self.rank = rank
         self.clip = clip
         self.isotropic = isotropic
+        self.n_samples = n_samples
 
-    @property
-    def name(self):
-        return "rddrs"
-
-    def optimise(self, network, X_t, basis, sigma_star, *, family, bank, offset, p_max):
-        """Eigen-pairs of ``A`` (m, k, k) on the subspace (all of R^d without a
-        basis) and ``r``: returns ``(values (m, k) ascending, vectors (m, k, k), r)``.
+    def optimise(
+        self, network, X, sigma_start, *, family, bank, offset=0, p_max=None, basis
+    ):
+        """Eigen-pairs of ``A`` (m, k, k) on the subspace (all of R^d when
+        ``basis`` is None) and ``r``: returns ``(values (m, k) ascending,
+        vectors (m, k, k), r)``. ``sigma_start`` (m,), each input's isotropic
+        sigma, is the start and the floor of the eigenvalues (the paper's
+        sigma*).
 
         ``A`` is carried as its eigendecomposition, which the floor step
         computes anyway: the volume terms' gradient is ``V diag(dH/dlambda) V^T``
         (what ``eigvalsh``'s backward computes) and ``C^1/2 = V diag(lambda^1/2)
         V^T``, so a step costs two ``eigh`` (exponential map, floor), not four.
         """
+        X_t = network.inputs(X)
+        n_draws = self._param("n_draws")
         m, d = X_t.shape
         k = d if basis is None else basis.shape[2]
-        floor = torch.as_tensor(sigma_star, dtype=torch.float64, device=X_t.device)
+        floor = torch.as_tensor(sigma_start, dtype=torch.float64, device=X_t.device)
         values = floor[:, None].expand(m, k).clone()
         vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).expand(m, k, k)
         rest = floor.clone()
         clip = resolve_clip(self.clip, p_max)
         network.module.eval()
         for it in range(self.n_iter):
-            z = optimisation_draws(bank, it, self.n_samples, offset, X_t.device)
+            z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
             A = (vectors * values[:, None]) @ vectors.transpose(1, 2)
             A_var = A.float().requires_grad_(True)
             values_var = values.clone().requires_grad_(True)
@@ -199,7 +208,7 @@ class RDDRS(StartsFromIsotropic):
         return values, vectors, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        sigma_star, start = self.isotropic_start(
+        sigma_start, offset = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
         m, d = X.shape
@@ -210,13 +219,13 @@ class RDDRS(StartsFromIsotropic):
             _, basis = curvature_basis(network, X_t, rank, seed=hessian_seed(bank))
         values, vectors, rest = self.optimise(
             network,
-            X_t,
-            basis,
-            sigma_star,
+            X,
+            sigma_start,
             family=family,
             bank=bank,
-            offset=start,
+            offset=offset,
             p_max=p_max,
+            basis=basis,
         )
         values, vectors = values.flip(1), vectors.flip(2)
         if basis is not None:

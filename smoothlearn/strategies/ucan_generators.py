@@ -18,6 +18,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
+from ..utils._deprecation import DEPRECATED, deprecated_option
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
 from ._generators import InputNoiseGenerator, UniversalNoiseGenerator
@@ -36,20 +37,24 @@ class _GeneratorStrategy(BaseStrategy):
     trained_in_fit = True
 
     _parameter_constraints = {
-        "gamma": [Interval(Real, 0, None, closed="neither")],
-        "floor": [Interval(Real, 0, None, closed="neither")],
+        "max_multiplier": [Interval(Real, 0, None, closed="neither")],
+        "min_multiplier": [Interval(Real, 0, None, closed="neither")],
+        "gamma": [deprecated_option(), Interval(Real, 0, None, closed="neither")],
+        "floor": [deprecated_option(), Interval(Real, 0, None, closed="neither")],
         "offset_bound": [Interval(Real, 0, None, closed="left")],
         "width": [Interval(Integral, 1, None, closed="left")],
         "variance_weight": [Interval(Real, 0, None, closed="left")],
         "lr": [None, Interval(Real, 0, None, closed="neither")],
     }
+    _renamed_params = {"gamma": "max_multiplier", "floor": "min_multiplier"}
 
     def check(self, family, input_shape=None):
         super().check(family, input_shape)
-        if self.floor >= self.gamma:
+        low, high = self._param("min_multiplier"), self._param("max_multiplier")
+        if low >= high:
             raise ValueError(
-                f"floor must be smaller than gamma; got floor={self.floor} and "
-                f"gamma={self.gamma}."
+                f"min_multiplier must be smaller than max_multiplier; got "
+                f"min_multiplier={low} and max_multiplier={high}."
             )
 
     #: the generator module class, built with the strategy's parameters
@@ -60,10 +65,22 @@ class _GeneratorStrategy(BaseStrategy):
         return self.generator_class(
             input_shape,
             width=self.width,
-            gamma=self.gamma,
-            floor=self.floor,
+            gamma=self._param("max_multiplier"),
+            floor=self._param("min_multiplier"),
             offset_bound=self.offset_bound,
         )
+
+    def network_params(self, input_shape):
+        """A new generator to train with the network, and its loss weight and lr."""
+        return {
+            "noise_generator": self.build_generator(input_shape),
+            "variance_weight": self.variance_weight,
+            "generator_lr": self.lr,
+        }
+
+    def attach(self, net):
+        """Certify with the generator trained in ``net``."""
+        self.generator_ = net.noise_generator_
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         generator = getattr(self, "generator_", None)
@@ -96,9 +113,9 @@ class UCANUniversal(_GeneratorStrategy):
 
     Parameters
     ----------
-    gamma : float, default=5.0
+    max_multiplier : float, default=5.0
         Upper bound of the multipliers (the paper's gamma for MNIST and CIFAR10).
-    floor : float, default=0.05
+    min_multiplier : float, default=0.05
         Lower bound of the multipliers.
     offset_bound : float, default=1.0
         Bound of the offsets' magnitude (0 disables the offset).
@@ -106,13 +123,17 @@ class UCANUniversal(_GeneratorStrategy):
         Hidden units of the generator.
     variance_weight : float, default=0.1
         Weight of UCAN's variance term ``-mean(m)`` in the training loss. The
-        paper's weight 1 drives every multiplier to ``gamma`` on digits (certified
+        paper's weight 1 drives every multiplier to its maximum on digits (certified
         accuracy 8%); 0.3 still does, 0.1 trades well
         (``examples/ucan_images.py`` compares them).
     lr : float or None, default=1e-4
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
         their bounds (where tanh has no gradient left) at the network's 1e-3.
+    gamma, floor : float
+        Deprecated names of ``max_multiplier`` and ``min_multiplier``
+        (RANCER's ``gamma1``, ``gamma2`` and MACER's ``gamma`` mean other
+        things); removed in 0.3.
 
     Attributes
     ----------
@@ -120,29 +141,30 @@ class UCANUniversal(_GeneratorStrategy):
         The trained generator (after ``SmoothedClassifier.fit``).
     """
 
+    name = "ucan_universal"
     data_dependent = False
     shared_scale = True
     generator_class = UniversalNoiseGenerator
 
     def __init__(
         self,
-        gamma=5.0,
-        floor=0.05,
+        max_multiplier=5.0,
+        min_multiplier=0.05,
         offset_bound=1.0,
         width=128,
         variance_weight=0.1,
         lr=1e-4,
+        gamma=DEPRECATED,
+        floor=DEPRECATED,
     ):
-        self.gamma = gamma
-        self.floor = floor
+        self.max_multiplier = max_multiplier
+        self.min_multiplier = min_multiplier
         self.offset_bound = offset_bound
         self.width = width
         self.variance_weight = variance_weight
         self.lr = lr
-
-    @property
-    def name(self):
-        return "ucan_universal"
+        self.gamma = gamma
+        self.floor = floor
 
 
 class UCANInput(_GeneratorStrategy):
@@ -158,10 +180,10 @@ class UCANInput(_GeneratorStrategy):
 
     Parameters
     ----------
-    gamma : float, default=2.0
-        Upper bound of the multipliers (the midpoint of ``(0, 2)`` is 1: training
-        starts from isotropic noise of level ``sigma``).
-    floor : float, default=0.05
+    max_multiplier : float, default=2.0
+        Upper bound of the multipliers, the paper's gamma (the midpoint of
+        ``(0, 2)`` is 1: training starts from isotropic noise of level ``sigma``).
+    min_multiplier : float, default=0.05
         Lower bound of the multipliers.
     offset_bound : float, default=1.0
         Bound of the offsets' magnitude (0 disables the offset).
@@ -174,6 +196,10 @@ class UCANInput(_GeneratorStrategy):
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
         their bounds (where tanh has no gradient left) at the network's 1e-3.
+    gamma, floor : float
+        Deprecated names of ``max_multiplier`` and ``min_multiplier``
+        (RANCER's ``gamma1``, ``gamma2`` and MACER's ``gamma`` mean other
+        things); removed in 0.3.
 
     Attributes
     ----------
@@ -181,26 +207,27 @@ class UCANInput(_GeneratorStrategy):
         The trained generators (after ``SmoothedClassifier.fit``).
     """
 
+    name = "ucan_input"
     data_dependent = True
     shared_scale = False
     generator_class = InputNoiseGenerator
 
     def __init__(
         self,
-        gamma=2.0,
-        floor=0.05,
+        max_multiplier=2.0,
+        min_multiplier=0.05,
         offset_bound=1.0,
         width=16,
         variance_weight=0.3,
         lr=1e-4,
+        gamma=DEPRECATED,
+        floor=DEPRECATED,
     ):
-        self.gamma = gamma
-        self.floor = floor
+        self.max_multiplier = max_multiplier
+        self.min_multiplier = min_multiplier
         self.offset_bound = offset_bound
         self.width = width
         self.variance_weight = variance_weight
         self.lr = lr
-
-    @property
-    def name(self):
-        return "ucan_input"
+        self.gamma = gamma
+        self.floor = floor
