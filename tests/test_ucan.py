@@ -274,3 +274,20 @@ def test_a_new_generator_strategy_after_fit_is_refused_not_ignored(digits):
     clf.set_params(strategy__max_multiplier=4.0)
     with pytest.raises(ValueError, match="trained in fit; refit"):
         clf.predict(X[:2])
+
+
+@pytest.mark.parametrize("strategy", ["ucan_universal", "ucan_input"])
+def test_random_state_fixes_the_generator_whatever_torch_ran_before(digits, strategy):
+    # the generator's initial weights come from the seeded RNG of fit, not from
+    # the global torch RNG (which the caller's earlier work moves)
+    X, y = digits
+    X = X.reshape(-1, 1, 8, 8)
+
+    def fitted_generator():
+        torch.randn(7)  # the caller's own use of torch
+        clf = SmoothedClassifier(strategy=strategy, max_epochs=0, random_state=3)
+        return clf.fit(X[:50], y[:50]).noise_generator_.state_dict()
+
+    first, second = fitted_generator(), fitted_generator()
+    for a, b in zip(first.values(), second.values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -385,29 +385,31 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         training = get_training(self.training)
         training.check()
 
-        net = build_noisy_net(
-            self.module,
-            input_shape,
-            len(classes),
-            family=family,
-            training=training,
-            noise_scale=strategy.training_scale(self.sigma, input_shape),
-            network_params=self._network_params(),
-            strategy_params=strategy.network_params(input_shape),
-            max_epochs=self.max_epochs,
-            lr=self.lr,
-            optimizer=self.optimizer,
-            criterion=self.criterion,
-            callbacks=self.callbacks,
-            train_split=self.train_split,
-            device=self.device,
-            verbose=self.verbose,
-        )
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # skorch has no random_state: seed torch locally so fit is reproducible
         # without touching the caller's global torch RNG.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
+            # built under the seed too: a strategy's modules (UCAN's generator)
+            # take their initial weights when built
+            net = build_noisy_net(
+                self.module,
+                input_shape,
+                len(classes),
+                family=family,
+                training=training,
+                noise_scale=strategy.training_scale(self.sigma, input_shape),
+                network_params=self._network_params(),
+                strategy_params=strategy.network_params(input_shape),
+                max_epochs=self.max_epochs,
+                lr=self.lr,
+                optimizer=self.optimizer,
+                criterion=self.criterion,
+                callbacks=self.callbacks,
+                train_split=self.train_split,
+                device=self.device,
+                verbose=self.verbose,
+            )
             if self.max_epochs == 0:
                 net.initialize()
             else:
