@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-__all__ = ["CertifyLog", "network_digest", "row_digest"]
+__all__ = ["CheckpointLog", "network_digest", "row_digest", "run_fingerprint"]
 
 FORMAT = "smoothlearn-certify-log/1"
 
@@ -38,26 +38,66 @@ def row_digest(row):
     ).hexdigest()
 
 
-def _to_json(value):
-    if value is None:
-        return None
-    value = np.asarray(value)
-    return value.tolist()
+def run_fingerprint(
+    module,
+    noise_generator,
+    strategy,
+    family,
+    *,
+    sigma,
+    n0,
+    n,
+    alpha,
+    input_shape,
+    classes,
+):
+    """What determines a run's certificates, as JSON: a log of another is refused.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The fitted base network (its weights are hashed).
+    noise_generator : torch.nn.Module or None
+        UCAN's fitted generator.
+    strategy : BaseStrategy
+    family : NoiseFamily
+    sigma, n0, n, alpha, input_shape, classes
+        The estimator's settings and fitted facts.
+    """
+    return {
+        "network": network_digest(module),
+        "noise_generator": None
+        if noise_generator is None
+        else network_digest(noise_generator),
+        "strategy": repr(strategy),
+        "noise": family.name,
+        "sigma": float(sigma),
+        "n0": int(n0),
+        "n": int(n),
+        "alpha": float(alpha),
+        "input_shape": list(input_shape),
+        "classes": [str(c) for c in classes],
+    }
 
 
-class CertifyLog:
-    """The log file of one certification run.
+class CheckpointLog:
+    """The log file of one certification run: finished blocks, one line per input.
+
+    The rows are :meth:`smoothlearn.certify.BlockResult.rows`, with the input's
+    index and digest.
 
     Parameters
     ----------
     path : str or path-like
     fingerprint : dict
-        JSON-serialisable facts that determine the certificates.
+        JSON-serialisable facts that determine the certificates
+        (:func:`run_fingerprint`).
     """
 
     def __init__(self, path, fingerprint):
         self.path = os.fspath(path)
         self.fingerprint = json.loads(json.dumps(fingerprint))
+        self._rows = {}
 
     def open(self, key):
         """Read the log if it exists; start it otherwise.
@@ -66,9 +106,8 @@ class CertifyLog:
         -------
         key : int
             The stored key when resuming, else ``key`` (which is written).
-        rows : dict of int to dict
-            Logged rows by input index.
         """
+        self._rows = {}
         if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
             with open(self.path) as handle:
                 lines = handle.read().splitlines()
@@ -90,61 +129,36 @@ class CertifyLog:
                     f"checkpoint {self.path} belongs to another run (differs in "
                     f"{', '.join(changed)}); remove it or use another path."
                 )
-            rows = {}
             for line in lines[1:]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     break  # a line cut short by a kill: recompute from here
-                rows[row["idx"]] = row
-            return header["key"], rows
+                self._rows[row["idx"]] = row
+            return header["key"]
         with open(self.path, "w") as handle:
             header = {"format": FORMAT, "key": key, "fingerprint": self.fingerprint}
             handle.write(json.dumps(header) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        return key, {}
+        return key
 
-    @staticmethod
-    def finished(rows, X_flat, block):
-        """The logged result of ``block`` if all its inputs are logged unchanged."""
+    def finished(self, X_flat, block):
+        """The logged rows of ``block`` if all its inputs are logged unchanged."""
         indices = range(block.start, block.stop)
+        rows = self._rows
         if not all(
             i in rows and rows[i]["digest"] == row_digest(X_flat[i]) for i in indices
         ):
             return None
-        logged = [rows[i] for i in indices]
-        result = {
-            "class_index": np.array([r["class_index"] for r in logged], dtype=np.intp),
-            "p_lower": np.array([r["p_lower"] for r in logged], dtype=np.float64),
-            "gap": np.array([r["gap"] for r in logged], dtype=np.float64),
-            "time": np.array([r["time"] for r in logged], dtype=np.float64),
-            "scale": {
-                "scale": np.array([r["scale"] for r in logged], dtype=np.float64)
-            },
-        }
-        for name in ("basis", "scale_rest"):
-            if logged[0].get(name) is not None:
-                result["scale"][name] = np.array(
-                    [r[name] for r in logged], dtype=np.float64
-                )
-        return result
+        return [rows[i] for i in indices]
 
-    def append(self, X_flat, block, result):
-        """Append one finished block (one line per input), flushed and fsynced."""
-        lines = []
-        for j, i in enumerate(range(block.start, block.stop)):
-            row = {
-                "idx": i,
-                "digest": row_digest(X_flat[i]),
-                "class_index": int(result["class_index"][j]),
-                "p_lower": float(result["p_lower"][j]),
-                "gap": float(result["gap"][j]),
-                "time": float(result["time"][j]),
-            }
-            for name, value in result["scale"].items():
-                row[name] = _to_json(value[j])
-            lines.append(json.dumps(row))
+    def append(self, X_flat, block, rows):
+        """Append one finished block's rows, flushed and fsynced."""
+        lines = [
+            json.dumps({"idx": i, "digest": row_digest(X_flat[i]), **row})
+            for i, row in zip(range(block.start, block.stop), rows)
+        ]
         with open(self.path, "a") as handle:
             handle.write("\n".join(lines) + "\n")
             handle.flush()

@@ -39,17 +39,25 @@ their activations and logits), whatever ``n`` and however many inputs are
 certified.
 """
 
+import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+from joblib import Parallel, delayed
 from scipy.stats import beta as _beta
 from scipy.stats import binom as _binom
+from tqdm.auto import tqdm
 
 from .network import FlatInputNetwork, first_output
 
 __all__ = [
+    "BlockResult",
     "CHUNK_ROWS",
+    "INPUT_BLOCK",
+    "SmoothingTask",
+    "run_blocks",
     "NoiseBank",
     "bank_key",
     "count_classes",
@@ -448,3 +456,227 @@ def predict_from_counts(counts, alpha):
     """PREDICT from a count table: the top class index, or -1 where abstained."""
     top = np.argmax(counts, axis=1)
     return np.where(top_two_pvalue(counts) <= alpha, top, -1)
+
+
+# ------------------------------------------------------------------ blocks
+#: Inputs handled together: the noise banks are regenerated once per block
+#: (cheap next to n forward passes per input) and progress, checkpoints and
+#: parallel work advance by whole blocks.
+INPUT_BLOCK = 64
+
+
+@dataclass
+class BlockResult:
+    """CERTIFY's answer for one block of inputs, before labels and the memory.
+
+    Attributes
+    ----------
+    class_index : ndarray of int, shape (m,)
+        Selected class index, -1 where abstained.
+    p_lower, gap, time : ndarray of shape (m,)
+        Probability bound, the family's gap (0 where abstained) and seconds
+        per input.
+    scale : dict
+        The recorded scale (:func:`smoothing_as_run`): ``scale`` and, for
+        rotated scales, ``basis`` and ``scale_rest``.
+    """
+
+    class_index: np.ndarray
+    p_lower: np.ndarray
+    gap: np.ndarray
+    time: np.ndarray
+    scale: dict
+
+    def rows(self):
+        """One JSON-ready dict per input (what a checkpoint log stores)."""
+        out = []
+        for j in range(len(self.class_index)):
+            row = {
+                "class_index": int(self.class_index[j]),
+                "p_lower": float(self.p_lower[j]),
+                "gap": float(self.gap[j]),
+                "time": float(self.time[j]),
+            }
+            for name, value in self.scale.items():
+                row[name] = np.asarray(value[j]).tolist()
+            out.append(row)
+        return out
+
+    @classmethod
+    def concatenate(cls, blocks):
+        """One result for consecutive blocks."""
+        fields = ("class_index", "p_lower", "gap", "time")
+        joined = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in fields}
+        scale = {
+            name: np.concatenate([b.scale[name] for b in blocks])
+            for name in blocks[0].scale
+        }
+        return cls(**joined, scale=scale)
+
+    @classmethod
+    def from_rows(cls, rows):
+        """The block whose :meth:`rows` are ``rows`` (floats round-trip exactly)."""
+        scale = {
+            name: np.array([r[name] for r in rows], dtype=np.float64)
+            for name in ("scale", "basis", "scale_rest")
+            if rows[0].get(name) is not None
+        }
+        return cls(
+            class_index=np.array([r["class_index"] for r in rows], dtype=np.intp),
+            p_lower=np.array([r["p_lower"] for r in rows], dtype=np.float64),
+            gap=np.array([r["gap"] for r in rows], dtype=np.float64),
+            time=np.array([r["time"] for r in rows], dtype=np.float64),
+            scale=scale,
+        )
+
+
+@dataclass
+class SmoothingTask:
+    """One smoothed classifier as the engine runs it, block by block.
+
+    Everything a block of inputs needs and nothing else (no estimator, no
+    memory), so joblib ships it to workers cheaply; each method is a pure
+    function of the task, the block and the call's key.
+
+    Parameters
+    ----------
+    network : FlatInputNetwork
+    strategy : BaseStrategy
+        Checked and, where trained in ``fit``, fitted.
+    family : NoiseFamily
+    sigma : float
+    n0, n : int
+        Selection and estimation draws per input.
+    alpha : float
+    batch_size : int
+    """
+
+    network: FlatInputNetwork
+    strategy: object
+    family: object
+    sigma: float
+    n0: int
+    n: int
+    alpha: float
+    batch_size: int
+
+    def smoothing(self, X, key):
+        """The strategy's answer for ``X``: ``scale`` [``basis``, ``scale_rest``,
+        ``offset``], from the optimisation bank."""
+        return self.strategy.scales(
+            self.network,
+            X,
+            sigma=self.sigma,
+            family=self.family,
+            bank=NoiseBank(key, OPTIMISATION, self.family, X.shape[1]),
+            p_max=float(clopper_pearson_lower(self.n, self.n, self.alpha)),
+        )
+
+    def counts(self, X, key, banks):
+        """The recorded scale and the count tables of ``banks`` for ``X``.
+
+        The engine runs the strategy's answer in float32; the scale returned
+        is the one the certificate may state (:func:`smoothing_as_run`).
+        """
+        smoothing = self.smoothing(X, key)
+        # UCAN's mean offset shifts the noise, not the certified region's centre
+        offset = smoothing.pop("offset", None)
+        noise_centre = X if offset is None else X + offset
+        run, recorded = smoothing_as_run(smoothing)
+        draws = {SELECTION: self.n0, ESTIMATION: self.n}
+        counts = [
+            count_classes(
+                self.network,
+                noise_centre,
+                run["scale"],
+                NoiseBank(key, bank, self.family, X.shape[1]),
+                draws[bank],
+                batch_size=self.batch_size,
+                basis=run.get("basis"),
+                scale_rest=run.get("scale_rest"),
+            )
+            for bank in banks
+        ]
+        return recorded, counts
+
+    def certify(self, X, key):
+        """CERTIFY each input of ``X``: a :class:`BlockResult`."""
+        start = time.perf_counter()
+        scale, (selection, estimation) = self.counts(X, key, (SELECTION, ESTIMATION))
+        top, p_lower, gap, _ = certify_from_counts(
+            selection, estimation, self.n, self.alpha, self.family
+        )
+        seconds = (time.perf_counter() - start) / len(top)
+        return BlockResult(top, p_lower, gap, np.full(len(top), seconds), scale)
+
+    def estimation_counts(self, X, key):
+        """The estimation bank's class counts, shape (m, n_classes)."""
+        return self.counts(X, key, (ESTIMATION,))[1][0]
+
+    def noise_parameters(self, X, key):
+        """``(offset, scale)`` of the noise per coordinate, each (m, n_features).
+
+        The float32 values the engine runs. Raises ValueError for rotated
+        scales, which have no per-coordinate form.
+        """
+        answer = self.smoothing(X, key)
+        if "basis" in answer:
+            raise ValueError(
+                f"strategy {self.strategy.name!r} smooths along a rotated basis: "
+                "its scale is not per coordinate; use certify(X).scale_matrix(i)."
+            )
+        scale = np.asarray(answer["scale"], dtype=np.float32).astype(np.float64)
+        scale = np.broadcast_to(scale.reshape(len(X), -1), X.shape)
+        offset = answer.get("offset", np.zeros_like(X))
+        return offset, scale
+
+
+def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):
+    """``work(X_block, key)`` on each block of ``INPUT_BLOCK`` inputs, in order.
+
+    Blocks run in this process or on ``n_jobs`` joblib workers (any joblib
+    backend); each is a pure function of its inputs and the key, so the
+    results do not depend on ``n_jobs`` beyond float reduction order.
+
+    Parameters
+    ----------
+    work : callable
+        Picklable, e.g. a bound method of :class:`SmoothingTask`.
+    X : ndarray of shape (m, n_features)
+    key : int
+        The call's noise key (:func:`bank_key`).
+    n_jobs : int, default=None
+    verbose : int, default=0
+        From 1, a progress bar over the inputs.
+    checkpoint : CheckpointLog, default=None
+        A log of :class:`BlockResult`: blocks it holds for unchanged inputs
+        are read back, the others computed and appended; the log's own key
+        replaces ``key`` when it resumes a run.
+
+    Returns
+    -------
+    list
+        ``work``'s result for each block, in input order.
+    """
+    blocks = [
+        slice(i, min(i + INPUT_BLOCK, len(X))) for i in range(0, len(X), INPUT_BLOCK)
+    ]
+    results = {}
+    if checkpoint is not None:
+        key = checkpoint.open(key)
+        for block in blocks:
+            logged = checkpoint.finished(X, block)
+            if logged is not None:
+                results[block.start] = BlockResult.from_rows(logged)
+    todo = [b for b in blocks if b.start not in results]
+    with tqdm(total=len(X), unit="input", disable=not verbose, leave=False) as bar:
+        bar.update(len(X) - sum(b.stop - b.start for b in todo))
+        computed = Parallel(n_jobs=n_jobs, return_as="generator")(
+            delayed(work)(X[b], key) for b in todo
+        )
+        for block, result in zip(todo, computed):
+            results[block.start] = result
+            if checkpoint is not None:
+                checkpoint.append(X, block, result.rows())
+            bar.update(block.stop - block.start)
+    return [results[b.start] for b in blocks]

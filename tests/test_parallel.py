@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from smoothlearn import SmoothedClassifier
+from smoothlearn.certify import SmoothingTask
 from smoothlearn.strategies import IsotropicDD
 
 
@@ -68,6 +69,21 @@ def test_n_jobs_2_equals_n_jobs_1(fitted, digits):
     _same_across_workers(one, two)
 
 
+def test_every_method_runs_blocks_on_workers_with_progress(fitted, digits, capsys):
+    # predict_proba and noise_parameters share certify's block driver: the
+    # same answers on 2 workers (up to float rounding) and a progress bar
+    X, _ = digits
+    one = _fresh(fitted).set_params(n_jobs=1)
+    two = _fresh(fitted).set_params(n_jobs=2, verbose=1)
+    np.testing.assert_allclose(
+        one.predict_proba(X[400:530]), two.predict_proba(X[400:530]), atol=0.01
+    )
+    assert "/130 [" in capsys.readouterr().err
+    for a, b in zip(one.noise_parameters(X[400:530]), two.noise_parameters(X[400:530])):
+        np.testing.assert_allclose(a, b, rtol=THREADS_RTOL)
+    assert "/130 [" in capsys.readouterr().err
+
+
 def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
     distributed = pytest.importorskip("distributed")
     X, _ = digits
@@ -83,7 +99,7 @@ def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
     _same_across_workers(reference, on_dask)
 
 
-def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path):
+def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path, monkeypatch):
     X, _ = digits
     path = tmp_path / "run.jsonl"
     reference = _fresh(fitted).certify(X[400:600])
@@ -95,13 +111,13 @@ def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path):
     path.write_text("\n".join(lines[: 1 + 100]) + "\n" + lines[101][:20])
     resumed_clf = _fresh(fitted)
     calls = []
-    original = resumed_clf._block_counts
+    original = SmoothingTask.counts
 
-    def counting(network, strategy, X_block, key, banks):
+    def counting(task, X_block, key, banks):
         calls.append(len(X_block))
-        return original(network, strategy, X_block, key, banks)
+        return original(task, X_block, key, banks)
 
-    resumed_clf._block_counts = counting
+    monkeypatch.setattr(SmoothingTask, "counts", counting)
     resumed = resumed_clf.certify(X[400:600], checkpoint=path)
     _same(reference, resumed)
     assert sum(calls) == 200 - 64  # the first whole block came from the log

@@ -1,33 +1,24 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
-import copy
 import numbers
-import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import torch
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
 
-from .._checkpoint import CertifyLog, network_digest
+from .._checkpoint import CheckpointLog, run_fingerprint
 from ..certify import (
-    ESTIMATION,
-    OPTIMISATION,
-    SELECTION,
-    NoiseBank,
+    BlockResult,
+    SmoothingTask,
     bank_key,
-    certify_from_counts,
-    clopper_pearson_lower,
-    count_classes,
     predict_from_counts,
-    smoothing_as_run,
+    run_blocks,
 )
 from ..network import FlatInputNetwork, check_output_size
 from ..noise import NOISES, get_noise
@@ -50,11 +41,6 @@ from ._noisy_net import (
 )
 
 __all__ = ["SmoothedClassifier"]
-
-#: Inputs certified together: the noise banks are regenerated once per block
-#: (cheap next to n forward passes per input) and progress, checkpoints and
-#: parallel work advance by whole blocks.
-INPUT_BLOCK = 64
 
 
 class SmoothedClassifier(ClassifierMixin, BaseEstimator):
@@ -148,8 +134,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         seed (whoever picks the inputs could search for lucky noise).
 
     n_jobs : int, default=None
-        Workers certifying blocks of inputs in parallel through joblib (None:
-        one, -1: all cores). It changes nothing but float rounding: workers
+        Workers running blocks of inputs in parallel through joblib in
+        ``certify``, ``predict``, ``predict_proba`` and ``noise_parameters``
+        (None: one, -1: all cores). It changes nothing but float rounding: workers
         run torch with other thread counts, so a data-dependent strategy's
         optimised scales may differ in the last bits (radii agree to a
         relative 1e-4; labels and abstentions are the same). Any joblib backend
@@ -160,8 +147,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Where the network runs (e.g. ``'cuda'``), as in skorch.
 
     verbose : int, default=0
-        Passed to skorch (training log); from 1, ``certify`` shows a progress
-        bar over inputs, and another over the memory step of data-dependent
+        Passed to skorch (training log); from 1, ``certify``, ``predict``,
+        ``predict_proba`` and ``noise_parameters`` show a progress bar over
+        inputs, and ``certify`` another over the memory step of data-dependent
         strategies.
 
     max_epochs : int, default=20
@@ -487,75 +475,27 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy.check(self.noise_, self.input_shape_)
         return strategy
 
-    def _block_scale(self, network, strategy, X_block, key):
-        """One block's answer from the strategy: ``scale`` [``basis``, ``offset``]."""
-        return strategy.scales(
-            network,
-            X_block,
-            sigma=self.sigma,
+    def _task(self, strategy):
+        """The engine's picture of this classifier under ``strategy``."""
+        return SmoothingTask(
+            network=self._network(),
+            strategy=strategy,
             family=self.noise_,
-            bank=NoiseBank(key, OPTIMISATION, self.noise_, X_block.shape[1]),
-            p_max=float(clopper_pearson_lower(self.n, self.n, self.alpha)),
+            sigma=self.sigma,
+            n0=self.n0,
+            n=self.n,
+            alpha=self.alpha,
+            batch_size=self.batch_size,
         )
 
-    def _block_counts(self, network, strategy, X_block, key, banks):
-        """The recorded scales and the count tables of ``banks`` for one block.
-
-        The engine runs the strategy's answer in float32; the scale returned
-        is the one the certificate may state (:func:`smoothing_as_run`).
-        """
-        d = X_block.shape[1]
-        smoothing = self._block_scale(network, strategy, X_block, key)
-        # UCAN's mean offset shifts the noise, not the certified region's centre
-        offset = smoothing.pop("offset", None)
-        noise_centre = X_block if offset is None else X_block + offset
-        run, recorded = smoothing_as_run(smoothing)
-        draws = {SELECTION: self.n0, ESTIMATION: self.n}
-        counts = [
-            count_classes(
-                network,
-                noise_centre,
-                run["scale"],
-                NoiseBank(key, bank_id, self.noise_, d),
-                draws[bank_id],
-                batch_size=self.batch_size,
-                basis=run.get("basis"),
-                scale_rest=run.get("scale_rest"),
-            )
-            for bank_id in banks
-        ]
-        return recorded, counts
-
-    def _fingerprint(self, strategy):
-        """What determines a certificate, for checkpoint logs."""
-        generator = getattr(self, "noise_generator_", None)
-        return {
-            "network": network_digest(self.net_.module_),
-            "noise_generator": None if generator is None else network_digest(generator),
-            "strategy": repr(strategy),
-            "noise": self.noise_.name,
-            "sigma": float(self.sigma),
-            "n0": int(self.n0),
-            "n": int(self.n),
-            "alpha": float(self.alpha),
-            "input_shape": list(self.input_shape_),
-            "classes": [str(c) for c in self.classes_],
-        }
-
-    def _block_certificates(self, result, X_block, strategy):
-        top = result["class_index"]
-        return Certificates(
-            label=self._labels(top),
-            abstained=top < 0,
-            p_lower=result["p_lower"],
-            gap=result["gap"],
-            center=X_block,
-            noise=self.noise_,
-            class_index=top,
-            strategy=strategy.name,
-            abstain_label=self._abstain_label(),
-            time=result["time"],
-            **result["scale"],
+    def _run_blocks(self, work, X_flat, key, checkpoint=None):
+        return run_blocks(
+            work,
+            X_flat,
+            key,
+            n_jobs=self.n_jobs,
+            verbose=self.verbose,
+            checkpoint=checkpoint,
         )
 
     def certify(self, X, *, checkpoint=None):
@@ -586,44 +526,43 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         X_flat = self._validate_X(X)
         strategy = self._certification_strategy()
         memory = self._memory_for(strategy)
-        key = bank_key(self.random_state)
-        rows = {}
         log = None
         if checkpoint is not None:
-            log = CertifyLog(checkpoint, self._fingerprint(strategy))
-            key, rows = log.open(key)
-        blocks = [
-            slice(i, min(i + INPUT_BLOCK, len(X_flat)))
-            for i in range(0, len(X_flat), INPUT_BLOCK)
-        ]
-        results = {}
-        for block in blocks:
-            logged = CertifyLog.finished(rows, X_flat, block) if rows else None
-            if logged is not None:
-                results[block.start] = logged
-        todo = [b for b in blocks if b.start not in results]
-        with tqdm(
-            total=len(X_flat), unit="input", disable=not self.verbose, leave=False
-        ) as bar:
-            bar.update(len(X_flat) - sum(b.stop - b.start for b in todo))
-            # each task ships its estimator to a worker: not the memory, which
-            # the workers never use and which may hold many regions
-            worker = copy.copy(self)
-            worker.__dict__.pop("memory_", None)
-            worker.memory = None
-            computed = Parallel(n_jobs=self.n_jobs, return_as="generator")(
-                delayed(_certify_block)(worker, X_flat[b], strategy, key) for b in todo
+            log = CheckpointLog(
+                checkpoint,
+                run_fingerprint(
+                    self.net_.module_,
+                    getattr(self, "noise_generator_", None),
+                    strategy,
+                    self.noise_,
+                    sigma=self.sigma,
+                    n0=self.n0,
+                    n=self.n,
+                    alpha=self.alpha,
+                    input_shape=self.input_shape_,
+                    classes=self.classes_,
+                ),
             )
-            for block, result in zip(todo, computed):
-                results[block.start] = result
-                if log is not None:
-                    log.append(X_flat, block, result)
-                bar.update(block.stop - block.start)
-        certificates = Certificates.concatenate(
-            [
-                self._block_certificates(results[b.start], X_flat[b], strategy)
-                for b in blocks
-            ]
+        # the task holds the network and strategy, not the estimator: workers
+        # get no memory, which they never use and which may hold many regions
+        task = self._task(strategy)
+        result = BlockResult.concatenate(
+            self._run_blocks(
+                task.certify, X_flat, bank_key(self.random_state), checkpoint=log
+            )
+        )
+        certificates = Certificates(
+            label=self._labels(result.class_index),
+            abstained=result.class_index < 0,
+            p_lower=result.p_lower,
+            gap=result.gap,
+            center=X_flat,
+            noise=self.noise_,
+            class_index=result.class_index,
+            strategy=strategy.name,
+            abstain_label=self._abstain_label(),
+            time=result.time,
+            **result.scale,
         )
         if memory is not None:
             if isinstance(memory, MemoryCertifier):
@@ -677,15 +616,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _estimation_counts(self, X):
         X_flat = self._validate_X(X)
-        strategy = self._certification_strategy()
-        key = bank_key(self.random_state)
-        network = self._network()
-        counts = [
-            self._block_counts(
-                network, strategy, X_flat[i : i + INPUT_BLOCK], key, (ESTIMATION,)
-            )[1][0]
-            for i in range(0, len(X_flat), INPUT_BLOCK)
-        ]
+        task = self._task(self._certification_strategy())
+        counts = self._run_blocks(
+            task.estimation_counts, X_flat, bank_key(self.random_state)
+        )
         return np.concatenate(counts)
 
     def noise_parameters(self, X):
@@ -711,28 +645,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             ``certify(X).scale_matrix(i)``.
         """
         X_flat = self._validate_X(X)
-        strategy = self._certification_strategy()
-        network = self._network()
-        key = bank_key(self.random_state)
-        offsets, scales = [], []
-        for i in range(0, len(X_flat), INPUT_BLOCK):
-            X_block = X_flat[i : i + INPUT_BLOCK]
-            answer = self._block_scale(network, strategy, X_block, key)
-            if "basis" in answer:
-                raise ValueError(
-                    f"strategy {strategy.name!r} smooths along a rotated basis: its "
-                    "scale is not per coordinate; use certify(X).scale_matrix(i)."
-                )
-            # the float32 values the engine runs
-            scale = np.asarray(answer["scale"], dtype=np.float32).astype(np.float64)
-            scales.append(
-                np.broadcast_to(scale.reshape(len(X_block), -1), X_block.shape)
-            )
-            offsets.append(answer.get("offset", np.zeros_like(X_block)))
+        task = self._task(self._certification_strategy())
+        blocks = self._run_blocks(
+            task.noise_parameters, X_flat, bank_key(self.random_state)
+        )
         shape = (len(X_flat), *self.input_shape_)
         return (
-            np.concatenate(offsets).reshape(shape).astype(np.float32),
-            np.concatenate(scales).reshape(shape),
+            np.concatenate([offset for offset, _ in blocks])
+            .reshape(shape)
+            .astype(np.float32),
+            np.concatenate([scale for _, scale in blocks]).reshape(shape),
         )
 
     def predict(self, X):
@@ -845,23 +767,3 @@ def resolve_abstain_label(abstain_label, classes):
             "would be indistinguishable from predictions of that class."
         )
     return abstain_label
-
-
-def _certify_block(estimator, X_block, strategy, key):
-    """CERTIFY one block of inputs (a joblib task: a pure function of its arguments)."""
-    start = time.perf_counter()
-    network = estimator._network()
-    scale, (selection, estimation) = estimator._block_counts(
-        network, strategy, X_block, key, (SELECTION, ESTIMATION)
-    )
-    top, p_lower, gap, _ = certify_from_counts(
-        selection, estimation, estimator.n, estimator.alpha, estimator.noise_
-    )
-    seconds = (time.perf_counter() - start) / len(top)
-    return {
-        "class_index": top,
-        "p_lower": p_lower,
-        "gap": gap,
-        "time": np.full(len(top), seconds),
-        "scale": scale,
-    }
