@@ -234,6 +234,34 @@ def _top_ritz_pairs(theta, ritz, krylov, rank):
     return torch.stack(vals), torch.stack(vecs, dim=1)
 
 
+def _canonical_zero_cluster(values, vectors):
+    """Give a dense eigenbasis's zero cluster a canonical basis, in place.
+
+    Eigenvalues within ``HVP_NOISE * max|values|`` of 0 (a ReLU network's
+    null space) are one degenerate eigenvalue, and the basis ``eigh`` returns
+    for it turns with rounding noise, so with the inputs batched beside this
+    one. It is replaced by pivoted Gram-Schmidt on the cluster's projector
+    ``P = V V^T``: at each step the coordinate axis with the largest residual,
+    normalised with a positive entry there. That depends on ``P`` alone (up to
+    ties between axes), which rounding moves only by noise over the gap to
+    the non-zero eigenvalues. The cluster's eigenvalues become 0.
+    """
+    tol = HVP_NOISE * values.abs().max().clamp_min(1e-30)
+    zero = torch.nonzero(values.abs() <= tol).flatten()
+    if len(zero) == 0:
+        return
+    span = vectors[:, zero]
+    residual = span @ span.T  # columns: the axes projected onto the cluster
+    for column in zero:
+        norms = residual.norm(dim=0)
+        axis = int(torch.argmax(norms))
+        q = residual[:, axis] / norms[axis]
+        q = q * torch.sign(q[axis])
+        vectors[:, column] = q
+        residual = residual - torch.outer(q, q @ residual)
+    values[zero] = 0.0
+
+
 def curvature_basis(network, X_t, rank, *, seed=0):
     """The eigenbasis of the input Hessian of the loss at the predicted label.
 
@@ -257,6 +285,8 @@ def curvature_basis(network, X_t, rank, *, seed=0):
         H = input_hessians(network, X_t, labels).double()
         values, vectors = torch.linalg.eigh(H)
         values, vectors = values.flip(1), vectors.flip(2)
+        for i in range(m):
+            _canonical_zero_cluster(values[i], vectors[i])
     else:
         hvp = hessian_vector_products(network, X_t, labels)
         generators = row_generators(seed, X_t)
