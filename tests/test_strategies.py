@@ -16,15 +16,8 @@ from smoothlearn.strategies import (
 )
 from smoothlearn.training import MACER
 
+from ._factories import fast_strategy
 from .conftest import linear_module
-
-FAST_ISO = {"n_iter": 30, "n_draws": 64}
-
-
-def _fast(strategy):
-    if strategy == "isotropic_dd":
-        return IsotropicDD(**FAST_ISO)
-    return ANCER(n_iter=20, n_draws=64, isotropic=IsotropicDD(**FAST_ISO))
 
 
 def _linear_classifier(w, b, noise, strategy, memory="auto"):
@@ -50,7 +43,7 @@ def test_every_per_input_region_is_sound_on_a_linear_classifier(strategy, noise)
     w = rng.randn(d)
     b = 0.2
     X = rng.randn(24, d).astype(np.float32)
-    clf = _linear_classifier(w, b, noise, _fast(strategy), memory=None)
+    clf = _linear_classifier(w, b, noise, fast_strategy(strategy), memory=None)
     with pytest.warns(UserWarning, match="not sound"):
         cert = clf.certify(X)
     margin = np.abs(X @ w + b)  # |w.x + b|
@@ -76,8 +69,10 @@ def test_ancer_stays_above_the_isotropic_solution_and_starts_from_it():
     rng = np.random.RandomState(1)
     w = rng.randn(6)
     X = rng.randn(10, 6).astype(np.float32)
-    iso = _linear_classifier(w, 0.0, "gaussian", _fast("isotropic_dd"), memory=None)
-    anc = _linear_classifier(w, 0.0, "gaussian", _fast("ancer"), memory=None)
+    iso = _linear_classifier(
+        w, 0.0, "gaussian", fast_strategy("isotropic_dd"), memory=None
+    )
+    anc = _linear_classifier(w, 0.0, "gaussian", fast_strategy("ancer"), memory=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         sigma_iso = iso.certify(X).scale
@@ -100,7 +95,7 @@ def test_isotropic_dd_grows_sigma_far_from_the_boundary():
 def test_memory_is_applied_by_default_and_persists(digits):
     X, y = digits
     clf = SmoothedClassifier(
-        strategy=_fast("isotropic_dd"),
+        strategy=fast_strategy("isotropic_dd"),
         sigma=0.5,
         n=500,
         n0=50,
@@ -128,7 +123,7 @@ def test_memory_is_applied_by_default_and_persists(digits):
 def test_strategy_parameters_are_tunable(digits):
     X, y = digits
     base = SmoothedClassifier(
-        strategy=_fast("ancer"),
+        strategy=fast_strategy("ancer"),
         sigma=0.25,
         n=300,
         n0=30,
@@ -153,7 +148,7 @@ def test_image_inputs_work_with_data_dependent_strategies(digits):
     X, y = digits
     X = X.reshape(-1, 1, 8, 8)
     clf = SmoothedClassifier(
-        strategy=_fast("ancer"), n=300, n0=30, max_epochs=3, random_state=0
+        strategy=fast_strategy("ancer"), n=300, n0=30, max_epochs=3, random_state=0
     ).fit(X[:200], y[:200])
     cert = clf.certify(X[200:206])
     assert cert.scale.shape == (6, 64)

@@ -6,7 +6,7 @@ parameters (reachable as ``strategy__<param>`` from the estimator).
 
 from sklearn.base import clone
 
-from ._base import BaseStrategy
+from ._base import BaseStrategy, StartsFromIsotropic
 from .ancer import ANCER
 from .cohen import Cohen
 from .isotropic_dd import IsotropicDD
@@ -23,6 +23,7 @@ __all__ = [
     "RANCER",
     "RDDRS",
     "STRATEGIES",
+    "StartsFromIsotropic",
     "UCANInput",
     "UCANPattern",
     "UCANUniversal",

@@ -1,0 +1,44 @@
+"""Fast strategies and classifiers, one factory shared by the test files."""
+
+from smoothlearn import SmoothedClassifier
+from smoothlearn.strategies import STRATEGIES, IsotropicDD, StartsFromIsotropic
+
+#: Few optimisation steps and draws: tests check properties, not the optimum.
+FAST_ISOTROPIC = {"n_iter": 30, "n_draws": 64}
+FAST_OPTIMISER = {"n_iter": 20, "n_draws": 64}
+
+#: The strategies that take flat inputs (ucan_pattern needs images).
+FLAT_INPUT_STRATEGIES = (
+    "cohen",
+    "isotropic_dd",
+    "ancer",
+    "rancer",
+    "rddrs",
+    "ucan_universal",
+    "ucan_input",
+)
+
+
+def fast_strategy(name, **params):
+    """Strategy ``name`` with few optimisation steps; ``params`` override."""
+    cls = STRATEGIES[name]
+    defaults = {}
+    if cls is IsotropicDD:
+        defaults = FAST_ISOTROPIC
+    elif issubclass(cls, StartsFromIsotropic):
+        defaults = {**FAST_OPTIMISER, "isotropic": IsotropicDD(**FAST_ISOTROPIC)}
+    return cls(**{**defaults, **params})
+
+
+def fast_classifier(strategy="cohen", **params):
+    """A SmoothedClassifier that fits and certifies small data in a second."""
+    settings = {
+        "sigma": 0.1,
+        "n0": 20,
+        "n": 400,
+        "batch_size": 4000,
+        "max_epochs": 40,
+        "lr": 0.01,
+        "random_state": 0,
+    }
+    return SmoothedClassifier(strategy=strategy, **{**settings, **params})
