@@ -51,6 +51,7 @@ from scipy.stats import binom as _binom
 from tqdm.auto import tqdm
 
 from .network import FlatInputNetwork, first_output
+from .regions import Scale
 
 __all__ = [
     "BlockResult",
@@ -61,7 +62,6 @@ __all__ = [
     "NoiseBank",
     "bank_key",
     "count_classes",
-    "rotated_noise",
     "smoothing_as_run",
     "clopper_pearson_lower",
     "certify_from_counts",
@@ -176,9 +176,11 @@ class BaseNetwork(FlatInputNetwork):
 
 
 def rotated_noise(z, basis, scale, scale_rest):
-    """``U diag(s) U^T z + r (I - U U^T) z`` for each input, from standard ``z``.
+    """``U diag(s) U^T z + r (I - U U^T) z`` for each input.
 
-    Written ``r z + U ((s - r) * U^T z)``: O(d k) per draw for a rank-k basis.
+    .. deprecated:: 0.1
+        Use ``smoothlearn.regions.Scale(scale, basis, scale_rest).noise(z)``;
+        this function will be removed in 0.3.
 
     Parameters
     ----------
@@ -191,10 +193,13 @@ def rotated_noise(z, basis, scale, scale_rest):
     -------
     torch.Tensor of shape (g, w, d)
     """
-    coef = (
-        torch.einsum("wd,gdk->gwk", z, basis) * (scale - scale_rest[:, None])[:, None]
+    warnings.warn(
+        "smoothlearn.certify.rotated_noise is Scale(scale, basis, scale_rest)"
+        ".noise(z) (smoothlearn.regions.Scale); it will be removed in 0.3.",
+        FutureWarning,
+        stacklevel=2,
     )
-    return scale_rest[:, None, None] * z + torch.einsum("gwk,gdk->gwd", coef, basis)
+    return Scale(scale, basis, scale_rest).noise(z)
 
 
 def smoothing_as_run(smoothing):
@@ -386,7 +391,7 @@ def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_
             for i0 in range(0, m, group):
                 i1 = min(i0 + group, m)
                 if first is None:
-                    noise = rotated_noise(z, basis[i0:i1], scale[i0:i1], rest[i0:i1])
+                    noise = Scale(scale, basis, rest)[i0:i1].noise(z)
                     noisy = X_t[i0:i1, None] + noise
                     pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
                 else:

@@ -25,10 +25,10 @@ A region is ``{a + T u : ||u|| <= 1}`` in the family's norm, where
 Regions here are :class:`Region` objects in one of three compact forms.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
+
+from .regions import Scale
 
 __all__ = [
     "Region",
@@ -41,30 +41,44 @@ __all__ = [
 ]
 
 
-@dataclass
 class Region:
     """One certified region ``{center + T u : ||u||_norm <= 1}``, ``T = rho S``.
 
-    Attributes
+    ``S`` is one row of a :class:`~smoothlearn.regions.Scale`, the type
+    certificates hold: a region is a certificate's row with its ``rho``.
+
+    Parameters
     ----------
     center : ndarray of shape (d,)
     rho : float
         ``c * gap``.
-    scale : float or ndarray of shape (d,) or (k,)
-        Isotropic, diagonal, or the in-basis diagonal of a rotated scale.
+    scale : Scale, float or ndarray of shape (d,) or (k,)
+        A one-row :class:`~smoothlearn.regions.Scale`, or its values:
+        isotropic, diagonal, or the in-basis diagonal of a rotated scale.
     norm : {'l2', 'l1'}
     basis : ndarray of shape (d, k), optional
-        Orthonormal columns of a rotated scale.
+        Orthonormal columns of a rotated scale (with values only).
     scale_rest : float, optional
-        Isotropic scale on the complement of ``basis``.
+        Isotropic scale on the complement of ``basis`` (with values only).
     """
 
-    center: np.ndarray
-    rho: float
-    scale: object
-    norm: str = "l2"
-    basis: np.ndarray = None
-    scale_rest: float = None
+    def __init__(self, center, rho, scale, norm="l2", basis=None, scale_rest=None):
+        if not isinstance(scale, Scale):
+            values = np.asarray(scale, dtype=np.float64)
+            values = values.reshape(1) if values.ndim == 0 else values[None]
+            if basis is None:
+                scale = Scale(values)
+            else:
+                rest = np.array([scale_rest], dtype=np.float64)
+                scale = Scale(values, np.asarray(basis)[None], rest)
+        elif basis is not None or scale_rest is not None:
+            raise TypeError("a Scale carries its own basis and rest")
+        if len(scale) != 1:
+            raise ValueError("a Region holds one row of a Scale")
+        self.center = center
+        self.rho = rho
+        self.form = scale
+        self.norm = norm
 
     @property
     def d(self):
@@ -72,7 +86,21 @@ class Region:
 
     @property
     def is_rotated(self):
-        return self.basis is not None
+        return self.form.kind == "rotated"
+
+    @property
+    def scale(self):
+        """The scale's values: a float (isotropic), or (d,) or (k,) values."""
+        values = self.form.values[0]
+        return float(values) if np.ndim(values) == 0 else values
+
+    @property
+    def basis(self):
+        return self.form.basis[0] if self.is_rotated else None
+
+    @property
+    def scale_rest(self):
+        return float(self.form.rest[0]) if self.is_rotated else None
 
     def semi_axes(self):
         """``rho * s`` per axis of the region's own frame (length d or k (+rest))."""
@@ -81,50 +109,28 @@ class Region:
     @property
     def circumradius(self):
         """Radius of the smallest ``norm`` ball around the centre holding the region."""
-        top = float(np.max(self.semi_axes()))
-        if self.is_rotated and self.basis.shape[1] < self.d:
-            top = max(top, self.rho * self.scale_rest)
-        return top
+        return float(self.rho * self.form.largest()[0])
 
     @property
     def inradius(self):
         """Radius of the largest ``norm`` ball around the centre inside the region."""
-        low = float(np.min(self.semi_axes()))
-        if self.is_rotated and self.basis.shape[1] < self.d:
-            low = min(low, self.rho * self.scale_rest)
-        return low
+        return float(self.rho * self.form.smallest()[0])
 
     def whiten(self, v):
         """``T^-1 v`` for ``v`` of shape (..., d)."""
-        return self._power(v, -1.0)
+        return self.form.apply(0, v, power=-1.0, factor=self.rho)
 
     def stretch(self, v):
         """``T v`` for ``v`` of shape (..., d)."""
-        return self._power(v, 1.0)
-
-    def _power(self, v, power):
-        """``T^power v``: ``T`` is diagonal in the frame of its basis."""
-        v = np.asarray(v, dtype=np.float64)
-        if not self.is_rotated:
-            return v * self.semi_axes() ** power
-        u = self.basis
-        coef = v @ u
-        rest = v - coef @ u.T
-        return (coef * self.semi_axes() ** power) @ u.T + rest * (
-            self.rho * self.scale_rest
-        ) ** power
+        return self.form.apply(0, v, power=1.0, factor=self.rho)
 
     def matrix(self):
         """Dense ``T = rho S`` (d x d, symmetric)."""
-        return self.stretch(np.eye(self.d))
+        return self.form.dense(0, self.d, factor=self.rho)
 
     def covariance(self):
         """Dense ``M = T T^T`` (d x d)."""
-        if not self.is_rotated:
-            return np.diag(np.broadcast_to(self.semi_axes() ** 2, (self.d,)))
-        u = self.basis
-        rest2 = (self.rho * self.scale_rest) ** 2
-        return (u * (self.semi_axes() ** 2 - rest2)) @ u.T + rest2 * np.eye(self.d)
+        return self.form.covariance(0, self.d, factor=self.rho)
 
     def diagonal_covariance(self):
         """The diagonal of ``M`` when ``M`` is diagonal, else None."""

@@ -24,10 +24,11 @@ isotropic scale in the same form).
 import numbers
 
 import numpy as np
+import torch
 
 from .noise import get_noise
 
-__all__ = ["Certificates", "with_abstentions"]
+__all__ = ["Certificates", "Scale", "with_abstentions"]
 
 
 def with_abstentions(labels, abstained, abstain_label):
@@ -57,6 +58,127 @@ def _as_rows(idx, n):
             raise IndexError(f"index {idx} is out of range for {n} certificates")
         return np.array([idx % n])
     return np.arange(n)[idx]
+
+
+class Scale:
+    """The smoothing scales ``S_i`` of a set of rows, in one compact form.
+
+    The one definition of the three forms (module docstring): ``values`` of
+    shape ``(m,)`` (isotropic), ``(m, d)`` (diagonal) or ``(m, k)`` with
+    ``basis`` ``(m, d, k)`` (orthonormal columns ``U_i``) and ``rest`` ``(m,)``
+    (rotated: ``S_i = U_i diag(values_i) U_i^T + rest_i (I - U_i U_i^T)``).
+    Certificates, the memory's geometry, the metrics and the engine's noise
+    all compute with it. Arrays are numpy, or torch for :meth:`noise`.
+
+    Parameters
+    ----------
+    values : array of shape (m,), (m, d) or (m, k)
+    basis : array of shape (m, d, k), default=None
+    rest : array of shape (m,), default=None
+    """
+
+    def __init__(self, values, basis=None, rest=None):
+        if (basis is None) != (rest is None):
+            raise ValueError("a rotated scale needs both basis and rest")
+        self.values = values
+        self.basis = basis
+        self.rest = rest
+
+    @property
+    def kind(self):
+        """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
+        if self.basis is not None:
+            return "rotated"
+        return "isotropic" if self.values.ndim == 1 else "diagonal"
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, rows):
+        """The rows ``rows`` (a slice, index array or list) as a Scale."""
+        if self.basis is None:
+            return Scale(self.values[rows])
+        return Scale(self.values[rows], self.basis[rows], self.rest[rows])
+
+    def _has_complement(self):
+        return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
+
+    def smallest(self):
+        """Smallest singular value of each ``S_i``, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        smallest = self.values.min(axis=1)
+        if self._has_complement():
+            smallest = np.minimum(smallest, self.rest)
+        return smallest
+
+    def largest(self):
+        """Largest singular value of each ``S_i``, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        largest = self.values.max(axis=1)
+        if self._has_complement():
+            largest = np.maximum(largest, self.rest)
+        return largest
+
+    def geometric_mean(self, n_features):
+        """``det(S_i)^(1/d)`` of each row, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        log_sum = np.log(self.values).sum(axis=1)
+        if self.kind == "rotated":
+            log_sum = log_sum + (n_features - self.basis.shape[2]) * np.log(self.rest)
+        return np.exp(log_sum / n_features)
+
+    def apply(self, i, v, power=1.0, factor=1.0):
+        """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
+
+        ``S_i`` is diagonal in the frame of its basis, so any power is one
+        scaling there.
+        """
+        v = np.asarray(v, dtype=np.float64)
+        if self.kind != "rotated":
+            return v * (factor * np.asarray(self.values[i], dtype=np.float64)) ** power
+        u = self.basis[i]
+        coef = v @ u
+        rest = v - coef @ u.T
+        return (coef * (factor * self.values[i]) ** power) @ u.T + rest * (
+            factor * self.rest[i]
+        ) ** power
+
+    def dense(self, i, n_features, factor=1.0):
+        """Dense ``factor S_i`` (d x d): ``O(d^2)`` memory, for diagnostics."""
+        return self.apply(i, np.eye(n_features), factor=factor)
+
+    def covariance(self, i, n_features, factor=1.0):
+        """Dense ``(factor S_i)^2``, a region's ``M = T T^T`` (d x d)."""
+        if self.kind != "rotated":
+            semi2 = (factor * np.asarray(self.values[i], dtype=np.float64)) ** 2
+            return np.diag(np.broadcast_to(semi2, (n_features,)))
+        u = self.basis[i]
+        rest2 = (factor * self.rest[i]) ** 2
+        return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
+            n_features
+        )
+
+    def noise(self, z):
+        """``S_i z`` for every row ``i`` and draw ``z`` (torch, differentiable).
+
+        For a rotated scale ``r z + U ((s - r) * U^T z)``: O(d k) per draw.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (w, d)
+
+        Returns
+        -------
+        torch.Tensor of shape (m, w, d)
+        """
+        if self.kind != "rotated":
+            return self.values.reshape(len(self.values), 1, -1) * z[None]
+        basis, scale, rest = self.basis, self.values, self.rest
+        coef = torch.einsum("wd,gdk->gwk", z, basis) * (scale - rest[:, None])[:, None]
+        return rest[:, None, None] * z + torch.einsum("gwk,gdk->gwd", coef, basis)
 
 
 class Certificates:
@@ -191,34 +313,25 @@ class Certificates:
         return get_noise(self.noise).c
 
     @property
+    def scales(self):
+        """Every row's scale as a :class:`Scale` (views of the arrays)."""
+        return Scale(self.scale, self.basis, self.scale_rest)
+
+    @property
     def kind(self):
         """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
-        if self.basis is not None:
-            return "rotated"
-        return "isotropic" if self.scale.ndim == 1 else "diagonal"
+        return self.scales.kind
 
     # ------------------------------------------------------------ scale facts
     @property
     def min_scale(self):
         """Smallest singular value of each row's scale, shape (n_samples,)."""
-        if self.kind == "isotropic":
-            return self.scale.copy()
-        smallest = self.scale.min(axis=1)
-        if self.kind == "rotated" and self.basis.shape[2] < self.n_features:
-            smallest = np.minimum(smallest, self.scale_rest)
-        return smallest
+        return self.scales.smallest()
 
     @property
     def geometric_mean_scale(self):
         """``det(S)^(1/d)`` of each row, shape (n_samples,)."""
-        if self.kind == "isotropic":
-            return self.scale.copy()
-        log_sum = np.log(self.scale).sum(axis=1)
-        if self.kind == "rotated":
-            log_sum = log_sum + (self.n_features - self.basis.shape[2]) * np.log(
-                self.scale_rest
-            )
-        return np.exp(log_sum / self.n_features)
+        return self.scales.geometric_mean(self.n_features)
 
     @property
     def radius(self):
@@ -236,23 +349,11 @@ class Certificates:
         For diagnostics: it costs ``O(n_features^2)`` memory.
         """
         i = int(_as_rows(i, len(self))[0])
-        d = self.n_features
-        if self.kind == "isotropic":
-            return self.scale[i] * np.eye(d)
-        if self.kind == "diagonal":
-            return np.diag(self.scale[i])
-        u = self.basis[i]
-        return (u * self.scale[i]) @ u.T + self.scale_rest[i] * (np.eye(d) - u @ u.T)
+        return self.scales.dense(i, self.n_features)
 
     def inverse_scale_apply(self, i, delta):
         """``S_i^-1 delta`` for ``delta`` of shape (..., n_features)."""
-        delta = np.asarray(delta, dtype=np.float64)
-        if self.basis is None:
-            return delta / self.scale[i]
-        u = self.basis[i]
-        coef = delta @ u
-        rest = delta - coef @ u.T
-        return (coef / self.scale[i]) @ u.T + rest / self.scale_rest[i]
+        return self.scales.apply(i, delta, power=-1.0)
 
     def contains(self, i, delta):
         """Whether ``center[i] + delta`` lies in row ``i``'s certified region.

@@ -198,18 +198,13 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------ regions
     @staticmethod
     def _region(certificates, i, rho):
-        # copies: a caller editing its Certificates in place must not be able
-        # to change what the memory holds
-        rotated = certificates.basis is not None
+        # copies (a list index copies): a caller editing its Certificates in
+        # place must not be able to change what the memory holds
         return Region(
             center=np.array(certificates.center[i], dtype=np.float64),
             rho=float(rho),
-            scale=np.array(certificates.scale[i], dtype=np.float64),
+            scale=certificates.scales[[i]],
             norm=certificates.norm,
-            basis=np.array(certificates.basis[i], dtype=np.float64)
-            if rotated
-            else None,
-            scale_rest=float(certificates.scale_rest[i]) if rotated else None,
         )
 
     def _store(self, region, label):

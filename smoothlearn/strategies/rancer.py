@@ -4,7 +4,7 @@ from numbers import Integral, Real
 
 import torch
 
-from ..certify import rotated_noise
+from ..regions import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._base import StartsFromIsotropic
@@ -140,7 +140,7 @@ class RANCER(StartsFromIsotropic):
                 gap = soft_gap(
                     network,
                     X_t,
-                    lambda z: rotated_noise(z, basis, s, rest),
+                    lambda z: Scale(s, basis, rest).noise(z),
                     z,
                     family,
                     clip,

@@ -28,6 +28,11 @@ def _sym_function(A, function):
 def subspace_noise(z, basis, A, rest):
     """``Q A Q^T z + r (I - Q Q^T) z`` per input; ``A z`` when ``basis`` is None.
 
+    RDDRS's own parametrisation while it optimises: ``A`` is a full symmetric
+    (k, k) matrix on the subspace, not yet diagonalised, so this is not a
+    :class:`~smoothlearn.regions.Scale`; the answer is recorded as one after
+    the final eigendecomposition.
+
     z (n, d), basis (m, d, k) or None, A (m, k, k), rest (m,) -> (m, n, d).
     """
     if basis is None:
