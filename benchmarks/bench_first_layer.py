@@ -24,8 +24,8 @@ import torch
 from _timing import best_of
 
 from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
-from smoothlearn.network import FlatInputNetwork
 from smoothlearn.estimators import MLP, SmallCNN
+from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 
 FASHION = "/usr/share/datasets/fashion-mnist"
