@@ -69,10 +69,13 @@ def test_ancer_stays_above_the_isotropic_solution_and_starts_from_it():
     rng = np.random.RandomState(1)
     w = rng.randn(6)
     X = rng.randn(10, 6).astype(np.float32)
+    # the papers' methods (compare_draws=0): no fallback to a start
     iso = _linear_classifier(
-        w, 0.0, "gaussian", fast_strategy("isotropic_dd"), memory=None
+        w, 0.0, "gaussian", fast_strategy("isotropic_dd", compare_draws=0), memory=None
     )
-    anc = _linear_classifier(w, 0.0, "gaussian", fast_strategy("ancer"), memory=None)
+    anc = _linear_classifier(
+        w, 0.0, "gaussian", fast_strategy("ancer", compare_draws=0), memory=None
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         sigma_iso = iso.certify(X).scale
@@ -205,3 +208,48 @@ def test_renamed_parameters_still_work_under_their_old_names(make, old, new):
         make(**new)._validate_params()  # the new names do not warn
     with pytest.raises(ValueError):
         make(**dict.fromkeys(old, -1))._validate_params()
+
+
+class _Overshooting(IsotropicDD):
+    """An isotropic optimiser gone wrong: sigma_x = 3 (ten times sigma) everywhere."""
+
+    def optimise(self, network, X, sigma_start, **kwargs):
+        return np.full(len(X), 3.0)
+
+
+@pytest.mark.parametrize("strategy", ["isotropic_dd", "ancer"])
+def test_never_worse_than_the_start_even_when_the_optimiser_overshoots(strategy):
+    # on a linear classifier sigma = 3 certifies far less than sigma = 0.3 near
+    # the boundary; the comparison on optimisation draws must fall back there
+    rng = np.random.RandomState(0)
+    d = 5
+    w = rng.randn(d)
+    X = (rng.randn(40, d) * 0.5).astype(np.float32)
+
+    def certify(chosen):
+        clf = _linear_classifier(w, 0.0, "gaussian", chosen, memory=None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # memory=None
+            return clf.certify(X)
+
+    def overshooting(compare_draws):
+        if strategy == "isotropic_dd":
+            return _Overshooting(compare_draws=compare_draws)
+        return ANCER(
+            n_iter=5, n_draws=64, isotropic=_Overshooting(), compare_draws=compare_draws
+        )
+
+    cohen = certify("cohen")
+    paper = certify(overshooting(compare_draws=0))
+    kept = certify(overshooting(compare_draws=1000))
+    # the paper's method follows the optimiser: abstains near the boundary
+    assert paper.abstained.sum() >= cohen.abstained.sum() + 10
+    assert paper.proxy_radius.mean() < 0.9 * cohen.proxy_radius.mean()
+    assert not kept.abstained[~cohen.abstained].any()
+    start = np.isclose(kept.min_scale, 0.3, rtol=1e-6)
+    assert start.mean() > 0.5
+    # where the start was kept the certificate is Cohen's exactly (same draws)
+    np.testing.assert_array_equal(kept.radius[start], cohen.radius[start])
+    # elsewhere it was chosen for a larger certificate
+    assert (kept.proxy_radius >= cohen.proxy_radius - 0.05).all()
+    assert kept.proxy_radius.mean() >= cohen.proxy_radius.mean()

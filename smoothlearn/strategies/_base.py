@@ -8,9 +8,11 @@ fitted network (:meth:`BaseStrategy.attach`), and answers, block by block at
 certification time, the scale of each input (:meth:`BaseStrategy.scales`).
 """
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..utils._deprecation import RenamedParamsMixin
+from ._soft import better_of
 
 __all__ = ["BaseStrategy", "StartsFromIsotropic"]
 
@@ -133,6 +135,52 @@ class StartsFromIsotropic(BaseStrategy):
         from .isotropic_dd import IsotropicDD
 
         return IsotropicDD() if self.isotropic is None else self.isotropic
+
+    def optimisation_rows(self):
+        """Optimisation-bank rows one call of ``optimise`` uses."""
+        return self.n_iter * self._param("n_draws")
+
+    def keep_best(
+        self, network, X, answer, *, sigma, sigma_start, family, bank, offset
+    ):
+        """``answer`` or, per input, an isotropic start where that looks better.
+
+        The candidates are the estimator's ``sigma`` (Cohen's smoothing), the
+        isotropic data-dependent ``sigma_start`` and the optimised ``answer``,
+        each in ``answer``'s form, scored by the strategy's own objective
+        ``gap * (gm(S) + kappa * min(S))`` with the gap of a Clopper-Pearson
+        bound on ``compare_draws`` fresh optimisation-bank rows from
+        ``offset`` (:func:`._soft.better_of`). So
+        the certificate is never worse than its start's, up to Monte Carlo
+        error; ``compare_draws=0`` returns ``answer`` (the paper's method).
+        """
+        if not self.compare_draws:
+            return answer
+
+        def isotropic(values):
+            values = np.asarray(values, dtype=np.float64)
+            out = {"scale": np.repeat(values[:, None], answer["scale"].shape[1], 1)}
+            if "basis" in answer:
+                out["basis"], out["scale_rest"] = answer["basis"], values
+            return out
+
+        d = X.shape[1]
+        candidates = [
+            isotropic(np.full(len(X), float(sigma))),
+            isotropic(sigma_start),
+            answer,
+        ]
+        chosen, _ = better_of(
+            network,
+            X,
+            candidates,
+            lambda gap, s: gap * (s.geometric_mean(d) + self.kappa * s.smallest()),
+            family=family,
+            bank=bank,
+            offset=offset,
+            n_draws=self.compare_draws,
+        )
+        return chosen
 
     def isotropic_start(self, network, X, *, sigma, family, bank, p_max):
         """Validate; the isotropic sigma of each input and the bank rows it used."""

@@ -8,13 +8,17 @@ family's :meth:`~smoothlearn.noise.NoiseFamily.soft_gap`).
 
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 
+from ..certify import clopper_pearson_lower, count_classes
+from ..regions import Scale
 from ..utils._deprecation import deprecated_option
 from ..utils._sklearn_compat import Interval, StrOptions
 
 __all__ = [
     "OPTIMISER_CONSTRAINTS",
+    "better_of",
     "optimisation_draws",
     "resolve_clip",
     "soft_gap",
@@ -28,6 +32,7 @@ OPTIMISER_CONSTRAINTS = {
     "n_draws": [Interval(Integral, 1, None, closed="left")],
     "n_samples": [deprecated_option(), Interval(Integral, 1, None, closed="left")],
     "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
+    "compare_draws": [Interval(Integral, 0, None, closed="left")],
 }
 
 
@@ -80,3 +85,70 @@ def volume_objective(gap, mean_log_scale, smallest_scale, kappa):
     sizes; we take the d-th root, as ANCER does).
     """
     return torch.exp(mean_log_scale) * gap + kappa * smallest_scale * gap
+
+
+class _BankRows:
+    """Rows ``[offset, ...)`` of a noise bank, read as a bank of their own."""
+
+    def __init__(self, bank, offset):
+        self.bank, self.offset = bank, offset
+
+    def rows(self, start, stop):
+        return self.bank.rows(self.offset + start, self.offset + stop)
+
+
+#: Level of the Clopper-Pearson bound by which candidate smoothings are
+#: compared (the papers' certification alpha).
+COMPARE_ALPHA = 0.001
+
+
+def better_of(network, X, candidates, score, *, family, bank, offset, n_draws):
+    """Per input, the candidate smoothing whose certificate looks largest.
+
+    Each candidate (a strategy answer of one form for all rows: ``scale`` and
+    optionally ``basis``, ``scale_rest``) is run on the same ``n_draws``
+    optimisation-bank rows from ``offset`` (common random numbers, independent
+    of the certification draws, so the memory covers the choice, DESIGN.md
+    section 5) and certified there as CERTIFY would: the gap of the
+    ``COMPARE_ALPHA`` Clopper-Pearson bound of its top vote count (0 where
+    that bound is below 1/2), scored by ``score(gap, Scale)``. The bound, not
+    the vote share, is compared: a larger scale with nearly the same share has
+    a much smaller certified radius once the bound's width, which grows with
+    the scale, is paid. The first candidate wins ties, so inputs that none
+    certifies keep it.
+
+    Returns
+    -------
+    answer : dict
+        The chosen rows of the candidates, in their common form.
+    chosen : ndarray of int, shape (m,)
+        Index of the candidate each input took.
+    """
+    rows = _BankRows(bank, offset)
+    scores = []
+    for answer in candidates:
+        as_run = {k: np.asarray(v, dtype=np.float32) for k, v in answer.items()}
+        counts = count_classes(
+            network,
+            X,
+            as_run["scale"],
+            rows,
+            n_draws,
+            batch_size=max(1000, n_draws),
+            basis=as_run.get("basis"),
+            scale_rest=as_run.get("scale_rest"),
+        )
+        p_lower = clopper_pearson_lower(counts.max(axis=1), n_draws, COMPARE_ALPHA)
+        gap = np.maximum(family.gap(np.maximum(p_lower, 0.5)), 0.0)
+        scale = Scale(
+            np.asarray(answer["scale"]), answer.get("basis"), answer.get("scale_rest")
+        )
+        scores.append(score(gap, scale))
+    chosen = np.argmax(np.stack(scores), axis=0)  # first maximum: ties keep the first
+    answer = {
+        name: np.stack([np.asarray(c[name]) for c in candidates])[
+            chosen, np.arange(len(X))
+        ]
+        for name in candidates[0]
+    }
+    return answer, chosen

@@ -89,6 +89,14 @@ class RDDRS(StartsFromIsotropic):
     n_iter : int, default=100
     n_draws : int, default=100
         Noise draws per input and step.
+    compare_draws : int, default=1000
+        Optimisation-bank draws on which the optimised smoothing is compared,
+        per input, with its isotropic starts (the estimator's ``sigma`` and
+        the isotropic data-dependent sigma); the best by the strategy's own
+        objective on hard votes is kept, so a certificate is never worse than
+        its start's up to Monte Carlo error. The choice uses draws independent
+        of certification's, and the memory covers it. 0 keeps the optimised
+        smoothing always: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -132,6 +140,7 @@ class RDDRS(StartsFromIsotropic):
         rank="auto",
         clip=0.001,
         isotropic=None,
+        compare_draws=1000,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
@@ -141,6 +150,7 @@ class RDDRS(StartsFromIsotropic):
         self.rank = rank
         self.clip = clip
         self.isotropic = isotropic
+        self.compare_draws = compare_draws
         self.n_samples = n_samples
 
     def optimise(
@@ -237,8 +247,18 @@ class RDDRS(StartsFromIsotropic):
             vectors = basis.double() @ vectors
         else:
             rest = values[:, -1]  # a full basis has no complement
-        return {
+        answer = {
             "scale": values.cpu().numpy(),
             "basis": vectors.cpu().numpy(),
             "scale_rest": rest.cpu().numpy(),
         }
+        return self.keep_best(
+            network,
+            X,
+            answer,
+            sigma=sigma,
+            sigma_start=sigma_start,
+            family=family,
+            bank=bank,
+            offset=offset + self.optimisation_rows(),
+        )
