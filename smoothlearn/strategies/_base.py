@@ -141,16 +141,16 @@ class StartsFromIsotropic(BaseStrategy):
         return self.n_iter * self._param("n_draws")
 
     def keep_best(
-        self, network, X, answer, *, sigma, sigma_start, family, bank, offset
+        self, network, X, answer, *, sigma, sigma_start, family, bank, offset, p_max
     ):
         """``answer`` or, per input, an isotropic start where that looks better.
 
         The candidates are the estimator's ``sigma`` (Cohen's smoothing), the
         isotropic data-dependent ``sigma_start`` and the optimised ``answer``,
         each in ``answer``'s form, scored by the strategy's own objective
-        ``gap * (gm(S) + kappa * min(S))`` with the gap of a Clopper-Pearson
-        bound on ``compare_draws`` fresh optimisation-bank rows from
-        ``offset`` (:func:`._soft.better_of`). So
+        ``gap * (gm(S) + kappa * min(S))`` with the gap of the top vote share
+        (capped at ``p_max``) on ``compare_draws`` fresh optimisation-bank
+        rows from ``offset`` (:func:`._soft.better_of`). So
         the certificate is never worse than its start's, up to Monte Carlo
         error; ``compare_draws=0`` returns ``answer`` (the paper's method).
         """
@@ -179,6 +179,7 @@ class StartsFromIsotropic(BaseStrategy):
             bank=bank,
             offset=offset,
             n_draws=self.compare_draws,
+            p_max=p_max,
         )
         return chosen
 

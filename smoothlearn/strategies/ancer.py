@@ -152,4 +152,5 @@ class ANCER(StartsFromIsotropic):
             family=family,
             bank=bank,
             offset=offset + self.optimisation_rows(),
+            p_max=p_max,
         )

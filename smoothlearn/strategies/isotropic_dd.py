@@ -136,5 +136,6 @@ class IsotropicDD(BaseStrategy):
             bank=bank,
             offset=self.optimisation_rows(),
             n_draws=self.compare_draws,
+            p_max=p_max,
         )
         return answer

@@ -202,4 +202,5 @@ class RANCER(StartsFromIsotropic):
             family=family,
             bank=bank,
             offset=offset + self.optimisation_rows(),
+            p_max=p_max,
         )

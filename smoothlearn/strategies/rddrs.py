@@ -261,4 +261,5 @@ class RDDRS(StartsFromIsotropic):
             family=family,
             bank=bank,
             offset=offset + self.optimisation_rows(),
+            p_max=p_max,
         )
