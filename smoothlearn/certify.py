@@ -46,10 +46,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from scipy.stats import beta as _beta
 from scipy.stats import binom as _binom
 from tqdm.auto import tqdm
 
+from .bounds import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    plan_sample_sizes,
+    sequential_looks,
+)
 from .network import FlatInputNetwork, first_output
 from .regions import Scale
 
@@ -63,8 +68,8 @@ __all__ = [
     "bank_key",
     "count_classes",
     "smoothing_as_run",
-    "clopper_pearson_lower",
     "certify_from_counts",
+    "certificate_from_bound",
     "predict_from_counts",
 ]
 
@@ -268,6 +273,7 @@ def count_classes(
     batch_size,
     basis=None,
     scale_rest=None,
+    first_row=0,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
@@ -289,13 +295,16 @@ def count_classes(
         rotated one.
     bank : NoiseBank
     n_draws : int
-        Rows of the bank to use (the first ``n_draws``).
+        Rows of the bank to use: ``n_draws`` rows from ``first_row``.
     batch_size : int
         Noisy inputs per forward pass.
     basis : ndarray of shape (m, n_features, k), default=None
         Orthonormal columns of a rotated scale ``U diag(s) U^T + r (I - U U^T)``.
     scale_rest : ndarray of shape (m,), default=None
         ``r``, the isotropic scale on the complement of ``basis``.
+    first_row : int, default=0
+        The first row of the bank used: a later call from ``first_row = a``
+        extends counts of rows ``[0, a)`` without repeating them.
 
     Returns
     -------
@@ -312,7 +321,7 @@ def count_classes(
     X_t = network.inputs(X)
     if basis is not None:
         return _count_rotated(
-            network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size
+            network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, first_row
         )
     scale = np.asarray(scale, dtype=np.float32)
     shared = scale.ndim == 2 and bool((scale == scale[:1]).all())
@@ -326,8 +335,9 @@ def count_classes(
             hidden_shape = Lx.shape[2:]
             if not shared:  # per-input isotropic: s_i L z
                 iso = scale_t.reshape(m, 1, *([1] * len(hidden_shape)))
-        for start in range(0, n_draws, window):
-            z = bank.rows(start, min(start + window, n_draws)).to(device)
+        stop = first_row + n_draws
+        for start in range(first_row, stop, window):
+            z = bank.rows(start, min(start + window, stop)).to(device)
             w = z.shape[0]
             if first is not None:
                 # the bank's response to the first linear map, once per window
@@ -358,7 +368,9 @@ def _add_votes(counts, i0, i1, pred, w, K):
         counts[i0:i1] += block.view(i1 - i0, K)
 
 
-def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size):
+def _count_rotated(
+    network, X_t, scale, basis, scale_rest, bank, n_draws, batch_size, first_row
+):
     """count_classes for rotated scales ``r z + U ((s - r) * U^T z)``.
 
     With a first linear map ``L`` the response is ``L x + r L z + (L U)((s - r) *
@@ -383,8 +395,9 @@ def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_
             LU = first.apply_linear_part(basis.transpose(1, 2).reshape(m * k, d))
             LU = LU.reshape(m, k, -1)
             stretch = scale - rest[:, None]  # (m, k)
-        for start in range(0, n_draws, window):
-            z = bank.rows(start, min(start + window, n_draws)).to(device)
+        stop = first_row + n_draws
+        for start in range(first_row, stop, window):
+            z = bank.rows(start, min(start + window, stop)).to(device)
             w = z.shape[0]
             if first is not None:
                 Lz = first.apply_linear_part(z).reshape(w, -1)  # (w, hidden)
@@ -407,22 +420,6 @@ def _count_rotated(network, X_t, scale, basis, scale_rest, bank, n_draws, batch_
     return counts.cpu().numpy()
 
 
-def clopper_pearson_lower(k, n, alpha):
-    """One-sided ``(1 - alpha)`` Clopper-Pearson lower bound of a binomial proportion.
-
-    ``beta.ppf(alpha, k, n - k + 1)``, and 0 where ``k = 0``.
-
-    Examples
-    --------
-    >>> round(float(clopper_pearson_lower(100, 100, 0.001)), 6)
-    0.933254
-    """
-    k = np.asarray(k, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        p = _beta.ppf(alpha, k, n - k + 1)
-    return np.where(k > 0, p, 0.0)
-
-
 def certify_from_counts(selection_counts, estimation_counts, n, alpha, family):
     """CERTIFY from the two count tables.
 
@@ -437,7 +434,15 @@ def certify_from_counts(selection_counts, estimation_counts, n, alpha, family):
     """
     top = np.argmax(selection_counts, axis=1)
     k = estimation_counts[np.arange(len(top)), top]
-    p_lower = clopper_pearson_lower(k, n, alpha)
+    return certificate_from_bound(top, clopper_pearson_lower(k, n, alpha), family)
+
+
+def certificate_from_bound(top, p_lower, family):
+    """CERTIFY's answer for a selected class and its probability bound.
+
+    Returns ``(top, p_lower, gap, abstained)`` as :func:`certify_from_counts`:
+    abstain where ``p_lower < 1/2``.
+    """
     abstained = p_lower < 0.5
     gap = np.where(abstained, 0.0, family.gap(np.where(abstained, 0.5, p_lower)))
     return np.where(abstained, -1, top), p_lower, gap, abstained
@@ -481,6 +486,8 @@ class BlockResult:
     p_lower, gap, time : ndarray of shape (m,)
         Probability bound, the family's gap (0 where abstained) and seconds
         per input.
+    n_draws : ndarray of int, shape (m,)
+        Estimation draws behind each bound.
     scale : dict
         The recorded scale (:func:`smoothing_as_run`): ``scale`` and, for
         rotated scales, ``basis`` and ``scale_rest``.
@@ -490,6 +497,7 @@ class BlockResult:
     p_lower: np.ndarray
     gap: np.ndarray
     time: np.ndarray
+    n_draws: np.ndarray
     scale: dict
 
     def rows(self):
@@ -501,6 +509,7 @@ class BlockResult:
                 "p_lower": float(self.p_lower[j]),
                 "gap": float(self.gap[j]),
                 "time": float(self.time[j]),
+                "n_draws": int(self.n_draws[j]),
             }
             for name, value in self.scale.items():
                 row[name] = np.asarray(value[j]).tolist()
@@ -510,7 +519,7 @@ class BlockResult:
     @classmethod
     def concatenate(cls, blocks):
         """One result for consecutive blocks."""
-        fields = ("class_index", "p_lower", "gap", "time")
+        fields = ("class_index", "p_lower", "gap", "time", "n_draws")
         joined = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in fields}
         scale = {
             name: np.concatenate([b.scale[name] for b in blocks])
@@ -531,6 +540,7 @@ class BlockResult:
             p_lower=np.array([r["p_lower"] for r in rows], dtype=np.float64),
             gap=np.array([r["gap"] for r in rows], dtype=np.float64),
             time=np.array([r["time"] for r in rows], dtype=np.float64),
+            n_draws=np.array([r["n_draws"] for r in rows], dtype=np.int64),
             scale=scale,
         )
 
@@ -551,9 +561,16 @@ class SmoothingTask:
     family : NoiseFamily
     sigma : float
     n0, n : int
-        Selection and estimation draws per input.
+        Selection draws per input, and the most estimation draws per input.
     alpha : float
     batch_size : int
+    radius_tolerance : float, default=None
+        Input-specific estimation sizes (:func:`~smoothlearn.bounds.plan_sample_sizes`,
+        the selection draws as the pilot); None spends ``n`` on every input.
+    radius : float, default=None
+        Decide "certified at ``radius``" sequentially
+        (:func:`~smoothlearn.bounds.sequential_looks`) instead of estimating
+        each bound with ``n`` draws; overrides ``radius_tolerance``.
     """
 
     network: FlatInputNetwork
@@ -564,6 +581,8 @@ class SmoothingTask:
     n: int
     alpha: float
     batch_size: int
+    radius_tolerance: float | None = None
+    radius: float | None = None
 
     def smoothing(self, X, key):
         """The strategy's answer for ``X``: ``scale`` [``basis``, ``scale_rest``,
@@ -577,42 +596,115 @@ class SmoothingTask:
             p_max=float(clopper_pearson_lower(self.n, self.n, self.alpha)),
         )
 
-    def counts(self, X, key, banks):
-        """The recorded scale and the count tables of ``banks`` for ``X``.
+    def prepare(self, X, key):
+        """``(noise_centre, run, recorded)``: where the noise is centred, the
+        scale the engine runs and the scale a certificate records.
 
-        The engine runs the strategy's answer in float32; the scale returned
-        is the one the certificate may state (:func:`smoothing_as_run`).
+        The engine runs the strategy's answer in float32; ``recorded`` is the
+        scale the certificate may state (:func:`smoothing_as_run`).
         """
         smoothing = self.smoothing(X, key)
         # UCAN's mean offset shifts the noise, not the certified region's centre
         offset = smoothing.pop("offset", None)
         noise_centre = X if offset is None else X + offset
         run, recorded = smoothing_as_run(smoothing)
+        return noise_centre, run, recorded
+
+    def count(self, noise_centre, run, bank, n_draws, *, rows=None, first_row=0):
+        """Class counts of rows ``rows`` (all by default) over ``n_draws`` bank rows
+        from ``first_row``: :func:`count_classes` on the prepared smoothing."""
+        if rows is not None:
+            noise_centre = noise_centre[rows]
+            run = {name: value[rows] for name, value in run.items()}
+        return count_classes(
+            self.network,
+            noise_centre,
+            run["scale"],
+            bank,
+            n_draws,
+            batch_size=self.batch_size,
+            basis=run.get("basis"),
+            scale_rest=run.get("scale_rest"),
+            first_row=first_row,
+        )
+
+    def counts(self, X, key, banks):
+        """The recorded scale and the count tables of ``banks`` for ``X``."""
+        noise_centre, run, recorded = self.prepare(X, key)
         draws = {SELECTION: self.n0, ESTIMATION: self.n}
         counts = [
-            count_classes(
-                self.network,
-                noise_centre,
-                run["scale"],
-                NoiseBank(key, bank, self.family, X.shape[1]),
-                draws[bank],
-                batch_size=self.batch_size,
-                basis=run.get("basis"),
-                scale_rest=run.get("scale_rest"),
+            self.count(
+                noise_centre, run, NoiseBank(key, bank, self.family, X.shape[1]), draws[bank]
             )
             for bank in banks
         ]
         return recorded, counts
 
     def certify(self, X, key):
-        """CERTIFY each input of ``X``: a :class:`BlockResult`."""
+        """CERTIFY each input of ``X``: a :class:`BlockResult`.
+
+        The selection draws pick each input's class; the estimation draws
+        then bound its probability with ``n`` draws, with a size planned per
+        input (``radius_tolerance``), or with as many as deciding "certified
+        at ``radius``" takes (``radius``). Every bound holds with probability
+        at least ``1 - alpha`` (:mod:`smoothlearn.bounds`).
+        """
         start = time.perf_counter()
-        scale, (selection, estimation) = self.counts(X, key, (SELECTION, ESTIMATION))
-        top, p_lower, gap, _ = certify_from_counts(
-            selection, estimation, self.n, self.alpha, self.family
-        )
+        noise_centre, run, recorded = self.prepare(X, key)
+        banks = [NoiseBank(key, b, self.family, X.shape[1]) for b in (SELECTION, ESTIMATION)]
+        selection = self.count(noise_centre, run, banks[0], self.n0)
+        top = np.argmax(selection, axis=1)
+        counter = _TopCounter(self, noise_centre, run, banks[1], top)
+        if self.radius is not None:
+            n_draws, p_lower = self._decide(counter, recorded)
+        else:
+            n_draws = np.full(len(top), self.n, dtype=np.int64)
+            if self.radius_tolerance is not None:
+                pilot = selection[np.arange(len(top)), top]
+                n_draws = plan_sample_sizes(
+                    pilot, self.n0, self.n, self.alpha, self.radius_tolerance, self.family
+                )
+            for size in np.unique(n_draws):  # ascending: extend the inputs still short
+                counter.extend_to(np.flatnonzero(n_draws >= size), size)
+            p_lower = clopper_pearson_lower(counter.k, n_draws, self.alpha)
+        top, p_lower, gap, _ = certificate_from_bound(top, p_lower, self.family)
         seconds = (time.perf_counter() - start) / len(top)
-        return BlockResult(top, p_lower, gap, np.full(len(top), seconds), scale)
+        return BlockResult(
+            top, p_lower, gap, np.full(len(top), seconds), n_draws, recorded
+        )
+
+    def _decide(self, counter, recorded):
+        """Sequential looks at "certified at ``radius``": ``(n_draws, p_lower)``.
+
+        An input stops at the first look whose bound reaches the probability
+        its scale needs for ``radius`` (decided: certified), or whose upper
+        bound at the same level falls below it (decided: not certified), or
+        at the last look; its bound is the one at the look where it stopped,
+        with that look's share of ``alpha``.
+        """
+        looks, alphas = sequential_looks(self.n, self.alpha)
+        smallest = Scale(
+            recorded["scale"], recorded.get("basis"), recorded.get("scale_rest")
+        ).smallest()
+        needed = self.family.probability_for_gap(
+            self.radius / (self.family.c * smallest)
+        )
+        m = len(counter.k)
+        n_draws = np.full(m, looks[-1], dtype=np.int64)
+        p_lower = np.zeros(m)
+        active = np.arange(m)
+        for look, level in zip(looks, alphas):
+            counter.extend_to(active, look)
+            k = counter.k[active]
+            lower = clopper_pearson_lower(k, look, level)
+            stop = (look == looks[-1]) | (lower >= needed[active])
+            stop |= clopper_pearson_upper(k, look, level) < needed[active]
+            n_draws[active[stop]] = look
+            p_lower[active[stop]] = lower[stop]
+            active = active[~stop]
+            if len(active) == 0:
+                break
+        return n_draws, p_lower
 
     def estimation_counts(self, X, key):
         """The estimation bank's class counts, shape (m, n_classes)."""
@@ -634,6 +726,39 @@ class SmoothingTask:
         scale = np.broadcast_to(scale.reshape(len(X), -1), X.shape)
         offset = answer.get("offset", np.zeros_like(X))
         return offset, scale
+
+
+class _TopCounter:
+    """Each input's count of its selected class over a growing prefix of a bank.
+
+    Inputs extended together share every window of draws; rows ``[0, a)`` are
+    never counted twice, so extending in steps costs what one pass to the
+    largest size costs.
+    """
+
+    def __init__(self, task, noise_centre, run, bank, top):
+        self.task, self.noise_centre, self.run, self.bank = task, noise_centre, run, bank
+        self.top = top
+        self.k = np.zeros(len(top), dtype=np.int64)
+        self.done = np.zeros(len(top), dtype=np.int64)
+
+    def extend_to(self, rows, size):
+        """Count rows ``rows`` (inputs that have counted equally far) up to ``size``."""
+        if len(rows) == 0:
+            return
+        first = int(self.done[rows[0]])
+        if np.any(self.done[rows] != first):
+            raise RuntimeError("inputs extended together must have counted as far")
+        counts = self.task.count(
+            self.noise_centre,
+            self.run,
+            self.bank,
+            int(size) - first,
+            rows=rows,
+            first_row=first,
+        )
+        self.k[rows] += counts[np.arange(len(rows)), self.top[rows]]
+        self.done[rows] = size
 
 
 def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):

@@ -71,6 +71,14 @@ class NoiseFamily:
         """``gap`` on torch tensors, differentiable."""
         raise NotImplementedError  # abstract
 
+    def probability_for_gap(self, gap):
+        """The smallest bound ``p`` whose :meth:`gap` reaches ``gap`` (its inverse).
+
+        Float64 numpy in and out; a gap no probability reaches gives a value
+        above 1 (uniform) or 1.0 (gaussian, laplace), which no bound reaches.
+        """
+        raise NotImplementedError  # abstract
+
     def soft_gap(self, top, second):
         """Differentiable gap of the soft smoothed classifier's top two probabilities.
 
@@ -115,6 +123,9 @@ class Gaussian(NoiseFamily):
     def gap(self, p):
         return _std_normal.ppf(np.asarray(p, dtype=np.float64))
 
+    def probability_for_gap(self, gap):
+        return _std_normal.cdf(np.asarray(gap, dtype=np.float64))
+
     def torch_gap(self, p):
         return torch.special.ndtri(p)
 
@@ -132,6 +143,9 @@ class Uniform(NoiseFamily):
 
     def gap(self, p):
         return 2.0 * np.asarray(p, dtype=np.float64) - 1.0
+
+    def probability_for_gap(self, gap):
+        return (np.asarray(gap, dtype=np.float64) + 1.0) / 2.0
 
     def torch_gap(self, p):
         return 2.0 * p - 1.0
@@ -166,6 +180,9 @@ class Laplace(NoiseFamily):
         p = np.asarray(p, dtype=np.float64)
         with np.errstate(divide="ignore"):
             return -np.log(2.0 * (1.0 - p))
+
+    def probability_for_gap(self, gap):
+        return 1.0 - 0.5 * np.exp(-np.asarray(gap, dtype=np.float64))
 
     def torch_gap(self, p):
         return -torch.log(2.0 * (1.0 - p))

@@ -217,6 +217,10 @@ class Certificates:
         The label written where abstained.
     time : ndarray of shape (n_samples,), default=None
         Seconds spent per input (NaN where unknown).
+    n_draws : ndarray of int, shape (n_samples,), default=None
+        Estimation draws behind each row's bound: the estimator's ``n``, or
+        fewer with input-specific sizes or a sequential decision (-1 where
+        unknown).
 
     Attributes
     ----------
@@ -247,6 +251,7 @@ class Certificates:
         class_index=None,
         strategy="",
         time=None,
+        n_draws=None,
         abstain_label=-1,
     ):
         n = len(label)
@@ -272,11 +277,24 @@ class Certificates:
         self.strategy = strategy
         self.abstain_label = abstain_label
         self.time = np.full(n, np.nan) if time is None else np.asarray(time, float)
+        self.n_draws = (
+            np.full(n, -1, dtype=np.int64)
+            if n_draws is None
+            else np.asarray(n_draws, dtype=np.int64)
+        )
         self._check_consistent()
 
     def _check_consistent(self):
         n = len(self.label)
-        for name in ("abstained", "p_lower", "gap", "reduced", "class_index", "time"):
+        for name in (
+            "abstained",
+            "p_lower",
+            "gap",
+            "reduced",
+            "class_index",
+            "time",
+            "n_draws",
+        ):
             if getattr(self, name).shape != (n,):
                 raise ValueError(f"{name} must have shape ({n},)")
         if self.scale.shape[0] != n or self.scale.ndim not in (1, 2):
@@ -393,6 +411,7 @@ class Certificates:
         "reduced",
         "class_index",
         "time",
+        "n_draws",
     )
 
     def _fields(self, rows=None):
@@ -470,6 +489,7 @@ class Certificates:
                 "proxy_radius": self.proxy_radius,
                 "reduced": self.reduced,
                 "time": self.time,
+                "n_draws": self.n_draws,
             }
         )
 

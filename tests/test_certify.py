@@ -12,11 +12,11 @@ from smoothlearn.certify import (
     BaseNetwork,
     NoiseBank,
     certify_from_counts,
-    clopper_pearson_lower,
     count_classes,
     predict_from_counts,
     top_two_pvalue,
 )
+from smoothlearn.bounds import clopper_pearson_lower
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 

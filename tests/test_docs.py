@@ -20,6 +20,7 @@ MODULES = (
     "smoothlearn.strategies",
     "smoothlearn.training",
     "smoothlearn.noise",
+    "smoothlearn.bounds",
     "smoothlearn.certify",
     "smoothlearn.first_layer",
     "smoothlearn.metrics",

@@ -258,10 +258,10 @@ def test_a_scoring_dict_certifies_once_per_fold(monkeypatch):
         GridSearchCV(base, grid, scoring=scoring, refit=False, cv=2).fit(X, y)
         return len(calls)
 
-    one = search({"ca": certified_accuracy_scorer(radius=0.1)})
+    one = search({"ca": certified_accuracy_scorer(radius=0.1, sequential=False)})
     three = search(
         {
-            "ca@0.1": certified_accuracy_scorer(radius=0.1),
+            "ca@0.1": certified_accuracy_scorer(radius=0.1, sequential=False),
             "acr": get_scorer("acr"),
             "acr~": get_scorer("acr_proxy"),
         }

@@ -111,13 +111,13 @@ def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path, monkey
     path.write_text("\n".join(lines[: 1 + 100]) + "\n" + lines[101][:20])
     resumed_clf = _fresh(fitted)
     calls = []
-    original = SmoothingTask.counts
+    original = SmoothingTask.prepare
 
-    def counting(task, X_block, key, banks):
+    def counting(task, X_block, key):
         calls.append(len(X_block))
-        return original(task, X_block, key, banks)
+        return original(task, X_block, key)
 
-    monkeypatch.setattr(SmoothingTask, "counts", counting)
+    monkeypatch.setattr(SmoothingTask, "prepare", counting)
     resumed = resumed_clf.certify(X[400:600], checkpoint=path)
     _same(reference, resumed)
     assert sum(calls) == 200 - 64  # the first whole block came from the log

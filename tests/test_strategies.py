@@ -167,7 +167,7 @@ def test_l1_strategies_reject_unsupported_families():
 def test_auto_clip_uses_the_certificate_ceiling():
     from scipy.stats import norm
 
-    from smoothlearn.certify import clopper_pearson_lower
+    from smoothlearn.bounds import clopper_pearson_lower
     from smoothlearn.strategies._soft import resolve_clip
 
     p_max = float(clopper_pearson_lower(100_000, 100_000, 0.001))

@@ -16,6 +16,7 @@ from ._report import (
 )
 from ._scorers import (
     CertificateScorer,
+    SequentialCertifiedAccuracy,
     acr_scorer,
     certified_accuracy_scorer,
     get_scorer,
@@ -27,6 +28,7 @@ __all__ = [
     "CertificateLog",
     "CertificateScorer",
     "CertifiedAccuracyDisplay",
+    "SequentialCertifiedAccuracy",
     "acr_scorer",
     "average_certified_radius",
     "average_radius_improvement",

@@ -19,6 +19,7 @@ from ._certified import average_certified_radius, certified_accuracy
 
 __all__ = [
     "CertificateScorer",
+    "SequentialCertifiedAccuracy",
     "acr_scorer",
     "certified_accuracy_scorer",
     "get_scorer",
@@ -75,19 +76,72 @@ def CertificateScorer(metric, **kwargs):  # noqa: N802 (the old class's name)
     return make_certificate_scorer(metric, **kwargs)
 
 
+class SequentialCertifiedAccuracy:
+    """Scorer of certified accuracy at a radius, decided sequentially.
+
+    ``scorer(estimator, X, y)`` is ``certified_accuracy(y, estimator.certify(X,
+    radius=radius), radius)``: each input spends only the draws that deciding
+    "certified at ``radius``" needs (see ``SmoothedClassifier.certify``).
+    Made by :func:`certified_accuracy_scorer`; a plain callable, so it works
+    wherever scikit-learn takes ``scoring=``, alone or in a dict (where it
+    certifies apart from the dict's other certificate scorers, which share one
+    full certification).
+
+    Parameters
+    ----------
+    radius : float
+    """
+
+    def __init__(self, radius):
+        self.radius = radius
+
+    def __call__(self, estimator, X, y_true):
+        certificates = estimator.certify(X, radius=self.radius)
+        return certified_accuracy(y_true, certificates, self.radius)
+
+    def __repr__(self):
+        return f"certified_accuracy_scorer(radius={self.radius!r})"
+
+
 @validate_params(
-    {"radius": [Interval(Real, 0, None, closed="left")], "proxy": ["boolean"]},
+    {
+        "radius": [Interval(Real, 0, None, closed="left")],
+        "proxy": ["boolean"],
+        "sequential": ["boolean"],
+    },
     prefer_skip_nested_validation=True,
 )
-def certified_accuracy_scorer(radius=0.0, *, proxy=False):
+def certified_accuracy_scorer(radius=0.0, *, proxy=False, sequential=True):
     """Scorer of certified accuracy at ``radius`` (by proxy radius if ``proxy``).
+
+    Parameters
+    ----------
+    radius : float, default=0.0
+    proxy : bool, default=False
+        Count by proxy radius instead of the inscribed radius; such a scorer
+        certifies in full (the sequential decision is on the inscribed radius).
+    sequential : bool, default=True
+        Decide "certified at ``radius``" sequentially,
+        ``estimator.certify(X, radius=radius)``: on digits at ``radius=0.5``
+        about a tenth of the draws of a full certification, with the same
+        guarantee (:class:`SequentialCertifiedAccuracy`). False certifies in
+        full and thresholds, sharing that certification with the other
+        certificate scorers of a scoring dict.
+
+    Returns
+    -------
+    scorer : callable
 
     Examples
     --------
     >>> certified_accuracy_scorer(radius=0.5)
+    certified_accuracy_scorer(radius=0.5)
+    >>> certified_accuracy_scorer(radius=0.5, sequential=False)
     make_scorer(certified_accuracy, response_method=('certify',), radius=0.5, \
 proxy=False)
     """
+    if sequential and not proxy:
+        return SequentialCertifiedAccuracy(float(radius))
     return make_certificate_scorer(certified_accuracy, radius=radius, proxy=proxy)
 
 
