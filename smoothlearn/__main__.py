@@ -44,6 +44,13 @@ def _probability(text):
     return value
 
 
+def _fraction(text):
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
+    return value
+
+
 def _rank(text):
     if text in ("auto", "dense"):
         return text
@@ -145,6 +152,14 @@ def _add_common(parser, default_strategies):
     )
     cert.add_argument(
         "--n", type=_positive_int, default=100_000, help="estimation draws (100000)"
+    )
+    cert.add_argument(
+        "--radius-tolerance",
+        type=_fraction,
+        default=None,
+        help="input-specific sample sizes: each input takes the fewest estimation "
+        "draws (at most --n) whose expected radius is within this fraction of "
+        "--n's, e.g. 0.01 (default: --n for every input)",
     )
     cert.add_argument(
         "--alpha", type=_probability, default=0.001, help="failure probability (0.001)"
@@ -371,6 +386,7 @@ def run(args):
             strategy=smoothing,
             n0=args.n0,
             n=args.n,
+            radius_tolerance=args.radius_tolerance,
             alpha=args.alpha,
             batch_size=args.batch_size,
             random_state=args.random_state,
@@ -392,6 +408,11 @@ def run(args):
     header = (
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
+        + (
+            ""
+            if args.radius_tolerance is None
+            else f" radius_tolerance={args.radius_tolerance}"
+        )
     )
     return _summarise(args, header, clf.noise_.norm, y, results)
 

@@ -5,10 +5,11 @@ of inputs to a JSON-lines file (flushed and fsynced) before going on. Run again
 with the same path, it reads the log back, keeps the blocks whose inputs are
 unchanged, and computes only the rest. The first line records the call's noise
 key and a fingerprint of everything that determines a certificate (network
-weights, strategy, noise, sigma, n0, n, alpha, the sample-size plan, classes): a log of another run
-is refused. The memory step runs after all blocks, in input order, so a
-resumed run ends with exactly the certificates and memory of an uninterrupted
-one. Floats are written with ``repr`` (JSON's own), so they read back exactly.
+weights, strategy, noise, sigma, n0, n, alpha, radius_tolerance, the radius
+of a sequential decision, classes): a log of another run is refused. The
+memory step runs after all blocks, in input order, so a resumed run ends
+with exactly the certificates and memory of an uninterrupted one. Floats are
+written with ``repr`` (JSON's own), so they read back exactly.
 """
 
 import hashlib
@@ -79,7 +80,9 @@ def run_fingerprint(
         "n0": int(n0),
         "n": int(n),
         "alpha": float(alpha),
-        "radius_tolerance": None if radius_tolerance is None else float(radius_tolerance),
+        "radius_tolerance": None
+        if radius_tolerance is None
+        else float(radius_tolerance),
         "radius": None if radius is None else float(radius),
         "input_shape": list(input_shape),
         "classes": [str(c) for c in classes],

@@ -180,7 +180,12 @@ def plan_sample_sizes(pilot_top, n_pilot, n, alpha, tolerance, family):
     return np.array(
         [
             _planned_size(
-                int(k), int(n_pilot), int(n), float(alpha), float(tolerance), family.name
+                int(k),
+                int(n_pilot),
+                int(n),
+                float(alpha),
+                float(tolerance),
+                family.name,
             )
             for k in np.asarray(pilot_top)
         ],

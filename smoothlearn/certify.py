@@ -634,7 +634,10 @@ class SmoothingTask:
         draws = {SELECTION: self.n0, ESTIMATION: self.n}
         counts = [
             self.count(
-                noise_centre, run, NoiseBank(key, bank, self.family, X.shape[1]), draws[bank]
+                noise_centre,
+                run,
+                NoiseBank(key, bank, self.family, X.shape[1]),
+                draws[bank],
             )
             for bank in banks
         ]
@@ -651,7 +654,9 @@ class SmoothingTask:
         """
         start = time.perf_counter()
         noise_centre, run, recorded = self.prepare(X, key)
-        banks = [NoiseBank(key, b, self.family, X.shape[1]) for b in (SELECTION, ESTIMATION)]
+        banks = [
+            NoiseBank(key, b, self.family, X.shape[1]) for b in (SELECTION, ESTIMATION)
+        ]
         selection = self.count(noise_centre, run, banks[0], self.n0)
         top = np.argmax(selection, axis=1)
         counter = _TopCounter(self, noise_centre, run, banks[1], top)
@@ -662,7 +667,12 @@ class SmoothingTask:
             if self.radius_tolerance is not None:
                 pilot = selection[np.arange(len(top)), top]
                 n_draws = plan_sample_sizes(
-                    pilot, self.n0, self.n, self.alpha, self.radius_tolerance, self.family
+                    pilot,
+                    self.n0,
+                    self.n,
+                    self.alpha,
+                    self.radius_tolerance,
+                    self.family,
                 )
             for size in np.unique(n_draws):  # ascending: extend the inputs still short
                 counter.extend_to(np.flatnonzero(n_draws >= size), size)
@@ -737,7 +747,12 @@ class _TopCounter:
     """
 
     def __init__(self, task, noise_centre, run, bank, top):
-        self.task, self.noise_centre, self.run, self.bank = task, noise_centre, run, bank
+        self.task, self.noise_centre, self.run, self.bank = (
+            task,
+            noise_centre,
+            run,
+            bank,
+        )
         self.top = top
         self.k = np.zeros(len(top), dtype=np.int64)
         self.done = np.zeros(len(top), dtype=np.int64)

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from smoothlearn.bounds import clopper_pearson_lower
 from smoothlearn.certify import (
     CHUNK_ROWS,
     ESTIMATION,
@@ -16,7 +17,6 @@ from smoothlearn.certify import (
     predict_from_counts,
     top_two_pvalue,
 )
-from smoothlearn.bounds import clopper_pearson_lower
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
 

@@ -96,6 +96,22 @@ def test_bad_arguments_give_one_line_and_exit_code_2(args, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_radius_tolerance_spends_fewer_draws_and_logs_them(tmp_path):
+    out = tmp_path / "results"
+    args = ["--n", "4000", "--n-test", "40", "--max-epochs", "5", "-q"]
+    proc = _run("certify", *args, "--radius-tolerance", "0.05", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "radius_tolerance=0.05" in proc.stdout
+    log = read_certificates_tsv(out / "certify_cohen.tsv")
+    assert (log.n_draws <= 4000).all() and log.n_draws.mean() < 4000
+    fixed = _run("certify", *args, "--out", str(tmp_path / "fixed"))
+    assert fixed.returncode == 0, fixed.stderr
+    assert (
+        read_certificates_tsv(tmp_path / "fixed" / "certify_cohen.tsv").n_draws == 4000
+    ).all()
+    assert _run("certify", "--radius-tolerance", "1.5").returncode == 2
+
+
 def test_help_lists_every_option():
     proc = _run("certify", "--help")
     assert proc.returncode == 0

@@ -103,7 +103,9 @@ def test_clopper_pearson_upper_is_the_mirrored_lower_bound(n, data, alpha):
 def _exact_expected_gap(p, n, alpha, family):
     """E[gap] over the binomial count (not its mean): the reference."""
     sd = np.sqrt(n * p * (1 - p))
-    ks = np.arange(max(0, int(n * p - 10 * sd) - 1), min(n, int(n * p + 10 * sd) + 1) + 1)
+    ks = np.arange(
+        max(0, int(n * p - 10 * sd) - 1), min(n, int(n * p + 10 * sd) + 1) + 1
+    )
     lower = clopper_pearson_lower(ks, n, alpha)
     gaps = np.where(lower >= 0.5, family.gap(np.maximum(lower, 0.5)), 0.0)
     return float(np.sum(stats.binom.pmf(ks, n, p) * gaps))
@@ -119,7 +121,9 @@ def test_a_plan_keeps_the_exact_expected_radius_within_its_tolerance(
     # tolerance, and one grid step less would not keep the plug-in gap
     family, n, alpha = get_noise(noise), 20_000, 0.001
     n_pilot = 10**8
-    (size,) = plan_sample_sizes([round(p * n_pilot)], n_pilot, n, alpha, tolerance, family)
+    (size,) = plan_sample_sizes(
+        [round(p * n_pilot)], n_pilot, n, alpha, tolerance, family
+    )
     grid = sample_size_grid(n)
     assert size in grid
     full = _exact_expected_gap(p, n, alpha, family)
@@ -204,7 +208,9 @@ def test_fixed_certificates_record_n_and_adaptive_ones_their_own_size():
     assert set(adaptive.n_draws) <= set(sample_size_grid(20_000))
     assert adaptive.n_draws.mean() < 0.6 * 20_000
     # the same selection draws, so the same classes; bounds from fewer draws
-    np.testing.assert_array_equal(adaptive.label[~fixed.abstained], fixed.label[~fixed.abstained])
+    np.testing.assert_array_equal(
+        adaptive.label[~fixed.abstained], fixed.label[~fixed.abstained]
+    )
     assert adaptive.to_frame()["n_draws"].tolist() == adaptive.n_draws.tolist()
 
 
@@ -308,7 +314,9 @@ def test_a_bad_radius_raises_before_any_work_and_changes_nothing(
 
 
 @pytest.mark.parametrize("tolerance", [0.0, 1.0, -0.5, "0.01"])
-def test_a_bad_radius_tolerance_raises_in_fit_and_in_certify(fitted_dd, digits, tolerance):
+def test_a_bad_radius_tolerance_raises_in_fit_and_in_certify(
+    fitted_dd, digits, tolerance
+):
     X, y = digits
     with pytest.raises((ValueError, TypeError), match="radius_tolerance"):
         SmoothedClassifier(radius_tolerance=tolerance).fit(X[:20], y[:20])

@@ -3,8 +3,9 @@
 Columns ``idx label predict radius correct time`` as in Cohen's logs (``label``
 the true label, ``predict`` the smoothed prediction, ``time`` a
 ``datetime.timedelta`` string), then smoothlearn's extra columns
-``proxy_radius abstained strategy``. Floats are written with ``repr`` so a log
-reads back exactly.
+``proxy_radius abstained strategy n_draws`` (``n_draws``: the estimation
+draws behind the input's bound, -1 where unknown). Floats are written with
+``repr`` so a log reads back exactly.
 """
 
 import datetime
@@ -25,6 +26,7 @@ COLUMNS = (
     "proxy_radius",
     "abstained",
     "strategy",
+    "n_draws",
 )
 
 
@@ -38,6 +40,8 @@ class CertificateLog:
     ----------
     idx, y_true, label, abstained, radius, proxy_radius, correct, time : ndarray
     strategy : ndarray of str
+    n_draws : ndarray of int
+        Estimation draws behind each bound (-1 where the log does not say).
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class CertificateLog:
         correct,
         time,
         strategy,
+        n_draws=None,
     ):
         self.idx = np.asarray(idx, dtype=np.int64)
         self.y_true = np.asarray(y_true)
@@ -61,6 +66,11 @@ class CertificateLog:
         self.correct = np.asarray(correct, dtype=bool)
         self.time = np.asarray(time, dtype=np.float64)
         self.strategy = np.asarray(strategy, dtype=str)
+        self.n_draws = (
+            np.full(len(self.idx), -1, dtype=np.int64)
+            if n_draws is None
+            else np.asarray(n_draws, dtype=np.int64)
+        )
 
     def __len__(self):
         return len(self.idx)
@@ -96,7 +106,9 @@ def _parse_labels(values):
         return np.array(values, dtype=object)
 
 
-def format_log_row(i, y_true, label, abstained, radius, proxy_radius, time, strategy):
+def format_log_row(
+    i, y_true, label, abstained, radius, proxy_radius, time, strategy, n_draws
+):
     """One TSV line of a certificate log (no trailing newline)."""
     correct = int((not abstained) and label == y_true)
     return "\t".join(
@@ -110,6 +122,7 @@ def format_log_row(i, y_true, label, abstained, radius, proxy_radius, time, stra
             repr(float(proxy_radius)),
             str(int(abstained)),
             str(strategy),
+            str(int(n_draws)),
         ]
     )
 
@@ -133,6 +146,7 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
     idx = np.arange(n) if idx is None else np.asarray(idx)
     strategy = getattr(certificates, "strategy", "")
     strategies = np.broadcast_to(np.asarray(strategy, dtype=object), (n,))
+    n_draws = getattr(certificates, "n_draws", np.full(n, -1))
     lines = ["\t".join(COLUMNS)]
     for i in range(n):
         lines.append(
@@ -145,6 +159,7 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
                 certificates.proxy_radius[i],
                 certificates.time[i],
                 strategies[i],
+                n_draws[i],
             )
         )
     text = "\n".join(lines) + "\n"
@@ -199,4 +214,5 @@ def read_certificates_tsv(file):
         correct=[v == "1" for v in columns["correct"]],
         time=[_parse_time(v) for v in columns["time"]],
         strategy=columns.get("strategy", [""] * len(body)),
+        n_draws=[int(v) for v in columns["n_draws"]] if "n_draws" in columns else None,
     )
