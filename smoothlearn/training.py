@@ -72,10 +72,44 @@ class GaussianAugmentation(BaseTraining):
 
     The noise comes from the estimator's family, so ``'gaussian'`` means
     "augmentation with the smoothing noise" for every family.
+
+    With ``max_multiplier > min_multiplier`` each training input's noise is
+    ``u S z`` with ``u`` drawn uniformly from ``[min_multiplier,
+    max_multiplier]``: the network then sees the larger scales that
+    data-dependent strategies move to (isotropic_dd, ANCER, RANCER and RDDRS
+    start at ``sigma`` and grow it), as Alfarra et al. train with per-input
+    sigmas. At equal epochs it costs what plain augmentation costs.
+
+    Parameters
+    ----------
+    min_multiplier, max_multiplier : float, default=1.0
+        Range of the per-input noise multiplier (1 and 1: plain augmentation).
     """
 
+    _parameter_constraints = {
+        "min_multiplier": [Interval(Real, 0, None, closed="neither")],
+        "max_multiplier": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(self, min_multiplier=1.0, max_multiplier=1.0):
+        self.min_multiplier = min_multiplier
+        self.max_multiplier = max_multiplier
+
+    def check(self):
+        super().check()
+        if self.max_multiplier < self.min_multiplier:
+            raise ValueError(
+                f"max_multiplier={self.max_multiplier} is below "
+                f"min_multiplier={self.min_multiplier}."
+            )
+
     def loss(self, forward, X, y, sample_noise, *, family, scale, epoch, criterion):
-        return criterion(forward(X + sample_noise(X.shape)), y)
+        noise = sample_noise(X.shape)
+        if self.max_multiplier != self.min_multiplier or self.min_multiplier != 1.0:
+            u = torch.empty(X.shape[0], device=noise.device, dtype=noise.dtype)
+            u.uniform_(self.min_multiplier, self.max_multiplier)
+            noise = noise * u.view(-1, *([1] * (noise.dim() - 1)))
+        return criterion(forward(X + noise), y)
 
 
 class Consistency(BaseTraining):

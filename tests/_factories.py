@@ -1,5 +1,9 @@
 """Fast strategies and classifiers, one factory shared by the test files."""
 
+import io
+
+import joblib
+
 from smoothlearn import SmoothedClassifier
 from smoothlearn.strategies import STRATEGIES, IsotropicDD, StartsFromIsotropic
 
@@ -42,3 +46,15 @@ def fast_classifier(strategy="cohen", **params):
         "random_state": 0,
     }
     return SmoothedClassifier(strategy=strategy, **{**settings, **params})
+
+
+def fresh_copy(clf, **params):
+    """A pickled-and-loaded copy of ``clf`` (its memory as it was), ``params`` set.
+
+    Each run from a copy of a fitted classifier with no memory yet starts
+    from the same state.
+    """
+    buf = io.BytesIO()
+    joblib.dump(clf, buf)
+    buf.seek(0)
+    return joblib.load(buf).set_params(**params)

@@ -1,10 +1,19 @@
 import os
+import warnings
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import settings
 from sklearn.datasets import load_digits
+
+# torch imports its forward-mode decompositions lazily, on the first
+# torch.func.hessian, warning (torch.jit.script is deprecated) inside whichever
+# test comes first; pytest.warns re-emits that outside the filter for torch's
+# own warnings, so a test run alone failed. Import them once, here.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import torch._decomp.decompositions_for_jvp  # noqa: F401
 
 # The suite is deterministic: hypothesis draws the same examples every run.
 # HYPOTHESIS_PROFILE=explore draws fresh ones each run, to search further.
@@ -36,3 +45,21 @@ def linear_module(w, b):
         layer.bias.zero_()
         layer.bias[1] = float(b)
     return layer
+
+
+@pytest.fixture(scope="session")
+def fitted_isotropic_dd(digits):
+    """A data-dependent classifier on digits, trained once (copy it to certify:
+    ``_factories.fresh_copy``, so that each test starts with an empty memory)."""
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.strategies import IsotropicDD
+
+    X, y = digits
+    return SmoothedClassifier(
+        strategy=IsotropicDD(n_iter=10, n_draws=32),
+        n=400,
+        n0=40,
+        module__hidden_units=(32,),
+        max_epochs=5,
+        random_state=0,
+    ).fit(X[:400], y[:400])

@@ -1,6 +1,5 @@
 """n_jobs, dask, and resumable certification give the same certificates."""
 
-import io
 import json
 import signal
 import subprocess
@@ -15,18 +14,7 @@ from smoothlearn import SmoothedClassifier
 from smoothlearn.certify import SmoothingTask
 from smoothlearn.strategies import IsotropicDD
 
-
-@pytest.fixture(scope="module")
-def fitted(digits):
-    X, y = digits
-    return SmoothedClassifier(
-        strategy=IsotropicDD(n_iter=10, n_draws=32),
-        n=400,
-        n0=40,
-        module__hidden_units=(32,),
-        max_epochs=5,
-        random_state=0,
-    ).fit(X[:400], y[:400])
+from ._factories import fresh_copy
 
 
 def _same(a, b):
@@ -54,27 +42,21 @@ def _same_across_workers(a, b):
     np.testing.assert_allclose(a.radius, b.radius, rtol=THREADS_RTOL)
 
 
-def _fresh(clf):
-    """A copy with no memory yet (each run starts from the same state)."""
-    buf = io.BytesIO()
-    joblib.dump(clf, buf)
-    buf.seek(0)
-    return joblib.load(buf)
-
-
-def test_n_jobs_2_equals_n_jobs_1(fitted, digits):
+def test_n_jobs_2_equals_n_jobs_1(fitted_isotropic_dd, digits):
     X, _ = digits
-    one = _fresh(fitted).set_params(n_jobs=1).certify(X[400:600])
-    two = _fresh(fitted).set_params(n_jobs=2).certify(X[400:600])
+    one = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=1).certify(X[400:600])
+    two = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=2).certify(X[400:600])
     _same_across_workers(one, two)
 
 
-def test_every_method_runs_blocks_on_workers_with_progress(fitted, digits, capsys):
+def test_every_method_runs_blocks_on_workers_with_progress(
+    fitted_isotropic_dd, digits, capsys
+):
     # predict_proba and noise_parameters share certify's block driver: the
     # same answers on 2 workers (up to float rounding) and a progress bar
     X, _ = digits
-    one = _fresh(fitted).set_params(n_jobs=1)
-    two = _fresh(fitted).set_params(n_jobs=2, verbose=1)
+    one = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=1)
+    two = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=2, verbose=1)
     np.testing.assert_allclose(
         one.predict_proba(X[400:530]), two.predict_proba(X[400:530]), atol=0.01
     )
@@ -84,10 +66,10 @@ def test_every_method_runs_blocks_on_workers_with_progress(fitted, digits, capsy
     assert "/130 [" in capsys.readouterr().err
 
 
-def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
+def test_dask_local_cluster_gives_identical_certificates(fitted_isotropic_dd, digits):
     distributed = pytest.importorskip("distributed")
     X, _ = digits
-    reference = _fresh(fitted).certify(X[400:560])
+    reference = fresh_copy(fitted_isotropic_dd).certify(X[400:560])
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -95,21 +77,25 @@ def test_dask_local_cluster_gives_identical_certificates(fitted, digits):
         distributed.Client(cluster),
     ):
         with joblib.parallel_config(backend="dask"):
-            on_dask = _fresh(fitted).set_params(n_jobs=2).certify(X[400:560])
+            on_dask = (
+                fresh_copy(fitted_isotropic_dd).set_params(n_jobs=2).certify(X[400:560])
+            )
     _same_across_workers(reference, on_dask)
 
 
-def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path, monkeypatch):
+def test_checkpoint_resumes_without_recomputing(
+    fitted_isotropic_dd, digits, tmp_path, monkeypatch
+):
     X, _ = digits
     path = tmp_path / "run.jsonl"
-    reference = _fresh(fitted).certify(X[400:600])
-    full = _fresh(fitted).certify(X[400:600], checkpoint=path)
+    reference = fresh_copy(fitted_isotropic_dd).certify(X[400:600])
+    full = fresh_copy(fitted_isotropic_dd).certify(X[400:600], checkpoint=path)
     _same(reference, full)
     lines = path.read_text().splitlines()
     assert len(lines) == 1 + 200
     # cut the log as a kill would, mid-block and mid-line
     path.write_text("\n".join(lines[: 1 + 100]) + "\n" + lines[101][:20])
-    resumed_clf = _fresh(fitted)
+    resumed_clf = fresh_copy(fitted_isotropic_dd)
     calls = []
     original = SmoothingTask.prepare
 
@@ -124,18 +110,18 @@ def test_checkpoint_resumes_without_recomputing(fitted, digits, tmp_path, monkey
     assert resumed_clf.memory_.n_seen_ == 200
 
 
-def test_checkpoint_of_another_run_is_refused(fitted, digits, tmp_path):
+def test_checkpoint_of_another_run_is_refused(fitted_isotropic_dd, digits, tmp_path):
     X, _ = digits
     path = tmp_path / "run.jsonl"
-    _fresh(fitted).certify(X[400:470], checkpoint=path)
-    other = _fresh(fitted).set_params(n=500)
+    fresh_copy(fitted_isotropic_dd).certify(X[400:470], checkpoint=path)
+    other = fresh_copy(fitted_isotropic_dd).set_params(n=500)
     with pytest.raises(ValueError, match="another run"):
         other.certify(X[400:470], checkpoint=path)
     # changed inputs are recomputed, not reused
     changed = X[400:470].copy()
     changed[3] += 0.01
     header = json.loads(path.read_text().splitlines()[0])
-    out = _fresh(fitted).certify(changed, checkpoint=path)
+    out = fresh_copy(fitted_isotropic_dd).certify(changed, checkpoint=path)
     assert len(out) == 70 and header["key"] == 0
 
 

@@ -131,7 +131,8 @@ def test_rotated_regions_are_sound_on_a_linear_classifier(strategy, rank):
         assert cert.contains(i, 0.999 * cert.radius[i] * w / np.linalg.norm(w))
 
 
-def test_rancer_clips_within_its_band_and_rddrs_stays_above_the_isotropic_solution():
+def _linear_in_six_dimensions():
+    """A linear classifier on 6 features and 8 inputs (memory off: scales only)."""
     rng = np.random.RandomState(1)
     d = 6
     w = rng.randn(d)
@@ -144,6 +145,11 @@ def test_rancer_clips_within_its_band_and_rddrs_stays_above_the_isotropic_soluti
         random_state=0,
         memory=None,
     ).fit(np.zeros((2, d), np.float32), [0, 1])
+    return clf, X
+
+
+def test_rancer_clips_within_its_band_and_rddrs_stays_above_the_isotropic_solution():
+    clf, X = _linear_in_six_dimensions()
     runs = {}
     for name in ("isotropic_dd", "rancer", "rddrs"):
         clf.set_params(strategy=_paper(name))
@@ -154,6 +160,23 @@ def test_rancer_clips_within_its_band_and_rddrs_stays_above_the_isotropic_soluti
     assert (s >= sigma0[:, None] * 0.5 - 1e-6).all()
     assert (s <= sigma0[:, None] * 4.0 + 1e-6).all()
     assert (runs["rddrs"].scale >= sigma0[:, None] - 1e-6).all()
+    assert (runs["rddrs"].scale <= sigma0[:, None] * 4.0 + 1e-6).all()
+
+
+def test_rddrs_ceiling_holds_long_steps_that_run_away_without_it():
+    clf, X = _linear_in_six_dimensions()
+    largest = {}
+    for gamma2 in (1.0, None):
+        clf.set_params(strategy=_paper("rddrs").set_params(lr=5.0, gamma2=gamma2))
+        with pytest.warns(UserWarning):
+            cert = clf.certify(X)
+        clf.set_params(strategy=_paper("isotropic_dd"))
+        with pytest.warns(UserWarning):
+            sigma0 = clf.certify(X).scale
+        largest[gamma2] = cert.scale.max(axis=1) / sigma0
+    assert (largest[1.0] <= 2.0 + 1e-6).all()
+    assert np.isclose(largest[1.0], 2.0).any()  # the ceiling binds
+    assert (largest[None] > 2.0).any()  # and without it the steps run past
 
 
 class RotatedGaussian(Gaussian):

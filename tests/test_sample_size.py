@@ -9,9 +9,6 @@ claiming a larger radius (or the wrong class) is a failure of its
 spends ``alpha`` wrongly is shown to fail the same count.
 """
 
-import io
-
-import joblib
 import numpy as np
 import pytest
 from hypothesis import given
@@ -30,8 +27,8 @@ from smoothlearn.bounds import (
 )
 from smoothlearn.metrics import certified_accuracy, certified_accuracy_scorer
 from smoothlearn.noise import get_noise
-from smoothlearn.strategies import IsotropicDD
 
+from ._factories import fresh_copy
 from .conftest import linear_module
 
 SIGMA = 0.5
@@ -246,24 +243,10 @@ def test_sequential_certificates_are_valid_certificates_of_their_look():
 
 
 # ---------------------------------------------------- the rest of the estimator
-@pytest.fixture(scope="module")
-def fitted_dd(digits):
-    X, y = digits
-    return SmoothedClassifier(
-        strategy=IsotropicDD(n_iter=10, n_draws=32),
-        n=2000,
-        n0=100,
-        module__hidden_units=(32,),
-        max_epochs=5,
-        random_state=0,
-    ).fit(X[:400], y[:400])
-
-
-def _fresh(clf, **params):
-    buf = io.BytesIO()
-    joblib.dump(clf, buf)
-    buf.seek(0)
-    return joblib.load(buf).set_params(**params)
+@pytest.fixture
+def fitted_dd(fitted_isotropic_dd):
+    """The shared digits classifier, certifying with n = 2,000 from a pilot of 100."""
+    return fresh_copy(fitted_isotropic_dd, n=2000, n0=100)
 
 
 @pytest.mark.parametrize("mode", [{"radius_tolerance": 0.05}, {"radius": 0.2}])
@@ -274,28 +257,30 @@ def test_adaptive_runs_go_through_the_memory_workers_and_checkpoints(
     X = X[400:560]
     tolerance = mode.get("radius_tolerance")
     kwargs = {k: v for k, v in mode.items() if k == "radius"}
-    one = _fresh(fitted_dd, radius_tolerance=tolerance)
+    one = fresh_copy(fitted_dd, radius_tolerance=tolerance)
     cert = one.certify(X, **kwargs)
     # every answer given is remembered, as in a full certification
     assert one.memory_.n_seen_ == len(X)
     assert one.memory_.n_entries_ == int((~cert.abstained).sum())
     assert (cert.n_draws < 2000).any()
-    two = _fresh(fitted_dd, radius_tolerance=tolerance, n_jobs=2).certify(X, **kwargs)
+    two = fresh_copy(fitted_dd, radius_tolerance=tolerance, n_jobs=2).certify(
+        X, **kwargs
+    )
     np.testing.assert_array_equal(cert.label, two.label)
     np.testing.assert_array_equal(cert.n_draws, two.n_draws)
     np.testing.assert_allclose(cert.radius, two.radius, rtol=1e-4)
     path = tmp_path / "run.jsonl"
-    logged = _fresh(fitted_dd, radius_tolerance=tolerance).certify(
+    logged = fresh_copy(fitted_dd, radius_tolerance=tolerance).certify(
         X, checkpoint=path, **kwargs
     )
-    resumed = _fresh(fitted_dd, radius_tolerance=tolerance).certify(
+    resumed = fresh_copy(fitted_dd, radius_tolerance=tolerance).certify(
         X, checkpoint=path, **kwargs
     )
     np.testing.assert_array_equal(logged.n_draws, resumed.n_draws)
     np.testing.assert_array_equal(logged.p_lower, resumed.p_lower)
     with pytest.raises(ValueError, match="another run"):
         other = {"radius": 0.3} if "radius" in kwargs else {}
-        _fresh(fitted_dd, radius_tolerance=0.1 if tolerance else None).certify(
+        fresh_copy(fitted_dd, radius_tolerance=0.1 if tolerance else None).certify(
             X, checkpoint=path, **other
         )
 
@@ -305,7 +290,7 @@ def test_a_bad_radius_raises_before_any_work_and_changes_nothing(
     fitted_dd, digits, radius
 ):
     X, _ = digits
-    clf = _fresh(fitted_dd)
+    clf = fresh_copy(fitted_dd)
     clf.certify(X[400:410])
     seen = clf.memory_.n_seen_
     with pytest.raises(ValueError, match="radius"):
@@ -320,7 +305,7 @@ def test_a_bad_radius_tolerance_raises_in_fit_and_in_certify(
     X, y = digits
     with pytest.raises((ValueError, TypeError), match="radius_tolerance"):
         SmoothedClassifier(radius_tolerance=tolerance).fit(X[:20], y[:20])
-    clf = _fresh(fitted_dd)
+    clf = fresh_copy(fitted_dd)
     clf.certify(X[400:410])
     seen = clf.memory_.n_seen_
     clf.set_params(radius_tolerance=tolerance)

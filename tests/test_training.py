@@ -58,6 +58,30 @@ def test_gaussian_augmentation_loss():
     assert loss.item() == pytest.approx(_ce((X + z) @ W.T + B, Y))
 
 
+def test_gaussian_augmentation_draws_each_inputs_multiplier_from_its_range():
+    torch.manual_seed(0)
+    n, d, sigma = 400, 4000, 0.5
+    seen = []
+
+    def forward(x):
+        seen.append(x)
+        return torch.zeros(len(x), 2)
+
+    def sample(shape):
+        return sigma * torch.randn(shape)
+
+    X0, y0 = torch.zeros(n, d), torch.zeros(n, dtype=torch.long)
+    training = GaussianAugmentation(min_multiplier=1.0, max_multiplier=3.0)
+    training.loss(forward, X0, y0, sample, **_kwargs(sigma))
+    u = (seen[-1].std(dim=1) / sigma).numpy()  # each row's multiplier, sd 1.1%
+    assert u.min() > 0.95 and u.max() < 3.15  # 4 sd over 400 rows
+    # uniform on [1, 3]: a quarter of the rows in each quarter of the range
+    counts = np.histogram(u, bins=[0, 1.5, 2.0, 2.5, 4.0])[0]
+    assert (np.abs(counts - n / 4) < 4 * np.sqrt(n * 3 / 16)).all()
+    GaussianAugmentation().loss(forward, X0, y0, sample, **_kwargs(sigma))
+    np.testing.assert_allclose(seen[-1].std(dim=1).numpy(), sigma, rtol=0.05)
+
+
 def test_consistency_loss_is_ce_plus_kl_to_the_mean_plus_entropy():
     m = 3
     z = np.random.RandomState(0).randn(2, m, 2) * 0.5
@@ -172,6 +196,8 @@ def test_every_method_trains_on_flat_and_image_digits(training, image, digits):
         (Consistency(m=1), "m"),
         (SmoothAdv(attack_step_size=-1.0), "attack_step_size"),
         (MACER(gamma=0), "gamma"),
+        (GaussianAugmentation(min_multiplier=2.0, max_multiplier=1.0), "multiplier"),
+        (GaussianAugmentation(max_multiplier=0.0), "max_multiplier"),
     ],
 )
 def test_bad_training_parameters_raise(training, match, digits):

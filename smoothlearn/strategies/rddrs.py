@@ -55,8 +55,15 @@ class RDDRS(StartsFromIsotropic):
         grad = C G C                  (G: the symmetrised Euclidean gradient)
         C <- C^1/2 expm(t C^1/2 G C^1/2) C^1/2,   t = lr / ||grad||_C
 
-    then eigenvalues are raised to at least ``sigma*`` (the isotropic
-    data-dependent solution, also the start ``C = sigma* I``). ``G`` comes from
+    then eigenvalues are projected into ``[sigma*, sigma* (1 + gamma2)]``:
+    raised to at least ``sigma*`` (the isotropic data-dependent solution, also
+    the start ``C = sigma* I``; the paper's constraint) and, our addition,
+    lowered to at most ``(1 + gamma2) sigma*`` (RANCER's upper band). The paper
+    bounds C only from below; without a ceiling a step long enough to move C
+    at all lets a few eigenvalues grow without limit, past where the
+    vote-based certificate of a network trained at one sigma stops improving
+    (Fashion-MNIST, dense C: lr 0.4 gave AC R~ 0.050 against 0.574 at lr
+    0.04). ``G`` comes from
     autograd through the reparameterised noise ``x + C z`` on ``n_samples``
     draws per step (the paper's Monte Carlo formula for the gradient is this
     expectation). The step is normalised (a geodesic step of length ``lr``;
@@ -79,13 +86,12 @@ class RDDRS(StartsFromIsotropic):
     lr : float, default=0.04
         Geodesic length of one step. A step of length ``lr`` spread over the
         d eigenvalues of a dense ``C`` moves each log-eigenvalue by about
-        ``lr / sqrt(d)``, so dense ``C`` moves less as d grows; there is no
-        upper bound on ``C`` (the paper's problem has none) and a large
-        ``lr`` lets a few eigenvalues grow without limit. Measured with
-        dense ``C``: on digits ``lr=0.8`` raised AC R~ from 0.357 to 0.608
-        (eigenvalues up to 621) and ``lr=3.2`` diverged; on Fashion-MNIST
-        ``lr=0.4`` dropped it from 0.574 to 0.050. Tune it per dataset
-        (``strategy__lr``).
+        ``lr / sqrt(d)``, so dense ``C`` moves less as d grows. Before the
+        ceiling (``gamma2``) a large ``lr`` let a few eigenvalues grow without
+        limit: with dense ``C`` on digits ``lr=0.8`` raised AC R~ from 0.357
+        to 0.608 (eigenvalues up to 621) and ``lr=3.2`` diverged; on
+        Fashion-MNIST ``lr=0.4`` dropped it from 0.574 to 0.050. Tune it per
+        dataset (``strategy__lr``).
     n_iter : int, default=100
     n_draws : int, default=100
         Noise draws per input and step.
@@ -101,6 +107,10 @@ class RDDRS(StartsFromIsotropic):
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
     kappa : float, default=2.0
+    gamma2 : float or None, default=3.0
+        Eigenvalues of ``C`` stay at most ``(1 + gamma2) sigma*`` (and ``r``
+        too), RANCER's upper band: large steps can then not run away. None
+        leaves ``C`` unbounded above, as the paper.
     rank : 'auto', int or None, default='auto'
         None: a dense ``C`` (the paper); an int: the rank-k form above;
         ``'auto'``: dense up to 256 input features, ``K - 1`` directions
@@ -123,6 +133,7 @@ class RDDRS(StartsFromIsotropic):
     _parameter_constraints = {
         **OPTIMISER_CONSTRAINTS,
         "kappa": [Interval(Real, 0, None, closed="left")],
+        "gamma2": [None, Interval(Real, 0, None, closed="left")],
         "rank": [
             None,
             StrOptions({"auto"}),
@@ -137,6 +148,7 @@ class RDDRS(StartsFromIsotropic):
         n_iter=100,
         n_draws=100,
         kappa=2.0,
+        gamma2=3.0,
         rank="auto",
         clip=0.001,
         isotropic=None,
@@ -147,6 +159,7 @@ class RDDRS(StartsFromIsotropic):
         self.n_iter = n_iter
         self.n_draws = n_draws
         self.kappa = kappa
+        self.gamma2 = gamma2
         self.rank = rank
         self.clip = clip
         self.isotropic = isotropic
@@ -160,7 +173,7 @@ class RDDRS(StartsFromIsotropic):
         ``basis`` is None) and ``r``: returns ``(values (m, k) ascending,
         vectors (m, k, k), r)``. ``sigma_start`` (m,), each input's isotropic
         sigma, is the start and the floor of the eigenvalues (the paper's
-        sigma*).
+        sigma*); ``(1 + gamma2)`` times it their ceiling.
 
         ``A`` is carried as its eigendecomposition, which the floor step
         computes anyway: the volume terms' gradient is ``V diag(dH/dlambda) V^T``
@@ -172,6 +185,11 @@ class RDDRS(StartsFromIsotropic):
         m, d = X_t.shape
         k = d if basis is None else basis.shape[2]
         floor = torch.as_tensor(sigma_start, dtype=torch.float64, device=X_t.device)
+        ceiling = (
+            torch.full_like(floor, torch.inf)
+            if self.gamma2 is None
+            else floor * (1 + self.gamma2)
+        )
         values = floor[:, None].expand(m, k).clone()
         vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).expand(m, k, k)
         rest = floor.clone()
@@ -216,10 +234,11 @@ class RDDRS(StartsFromIsotropic):
                 step = self.lr / torch.clamp(norm, min=1e-12)
                 A = root @ _sym_function(step[:, None, None] * M, torch.exp) @ root
                 rest = rest * torch.exp(step * g_rest)
-                # eigenvalues at least sigma* (the paper's constraint)
+                # eigenvalues in [sigma*, (1 + gamma2) sigma*]: the paper's
+                # floor and RANCER's ceiling
                 values, vectors = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
-                values = torch.maximum(values, floor[:, None])
-                rest = torch.maximum(rest, floor)
+                values = torch.clamp(values, floor[:, None], ceiling[:, None])
+                rest = torch.clamp(rest, floor, ceiling)
         return values, vectors, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
