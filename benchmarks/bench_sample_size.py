@@ -78,6 +78,7 @@ def main():
             start = time.perf_counter()
             parts[name].append(clf.certify(block, **kwargs))
             seconds[name] += time.perf_counter() - start
+            print(f"block {b}: {name} {time.perf_counter() - start:.1f} s", flush=True)
     cert = {name: Certificates.concatenate(p) for name, p in parts.items()}
 
     for name in ways:

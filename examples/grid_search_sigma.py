@@ -3,8 +3,10 @@ Model selection: GridSearchCV over sigma, scored by certified accuracy
 ======================================================================
 
 
-Two certificate scorers in one scoring dict: scikit-learn certifies each
-test fold once and hands the certificates to both.
+Two certificate scorers in one scoring dict: ``certified_accuracy_scorer``
+decides "certified at 0.25" sequentially on each test fold (each input stops
+as soon as that is decided, a fraction of the draws), ``acr_scorer``
+certifies the fold in full.
 
     python examples/grid_search_sigma.py
 """
