@@ -113,15 +113,13 @@ def clopper_pearson_upper(k, n, alpha):
 def expected_gap(p, n, alpha, family):
     """The gap CERTIFY gives at ``n`` draws when the count is its mean ``p n``.
 
-    ``family.gap(clopper_pearson_lower(p n, n, alpha))``, 0 where that bound
-    is below 1/2 (an abstention). The plug-in count is not an integer; the
-    beta quantile is defined for it and interpolates between counts.
+    ``family.certified_gap(clopper_pearson_lower(p n, n, alpha))``: 0 where
+    that bound is below 1/2 (an abstention). The plug-in count is not an
+    integer; the beta quantile is defined for it and interpolates between
+    counts.
     """
-    p = np.asarray(p, dtype=np.float64)
-    k = p * n
-    lower = np.where(k > 0, _beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1), 0.0)
-    decided = lower >= 0.5
-    return np.where(decided, family.gap(np.where(decided, lower, 0.5)), 0.0)
+    k = np.asarray(p, dtype=np.float64) * n
+    return family.certified_gap(clopper_pearson_lower(k, n, alpha))
 
 
 def sample_size_grid(n):

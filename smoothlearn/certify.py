@@ -444,8 +444,12 @@ def certificate_from_bound(top, p_lower, family):
     abstain where ``p_lower < 1/2``.
     """
     abstained = p_lower < 0.5
-    gap = np.where(abstained, 0.0, family.gap(np.where(abstained, 0.5, p_lower)))
-    return np.where(abstained, -1, top), p_lower, gap, abstained
+    return (
+        np.where(abstained, -1, top),
+        p_lower,
+        family.certified_gap(p_lower),
+        abstained,
+    )
 
 
 def top_two_pvalue(counts):

@@ -71,6 +71,13 @@ class NoiseFamily:
         """``gap`` on torch tensors, differentiable."""
         raise NotImplementedError  # abstract
 
+    def certified_gap(self, p_lower):
+        """The gap CERTIFY states for a bound ``p_lower``: :meth:`gap`, and 0
+        where ``p_lower < 1/2`` (an abstention)."""
+        p_lower = np.asarray(p_lower, dtype=np.float64)
+        abstained = p_lower < 0.5
+        return np.where(abstained, 0.0, self.gap(np.where(abstained, 0.5, p_lower)))
+
     def probability_for_gap(self, gap):
         """The smallest bound ``p`` whose :meth:`gap` reaches ``gap`` (its inverse).
 
