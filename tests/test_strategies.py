@@ -253,3 +253,74 @@ def test_never_worse_than_the_start_even_when_the_optimiser_overshoots(strategy)
     # elsewhere it was chosen for a larger certificate
     assert (kept.proxy_radius >= cohen.proxy_radius - 0.05).all()
     assert kept.proxy_radius.mean() >= cohen.proxy_radius.mean()
+
+
+class _FixedScale(IsotropicDD):
+    """An isotropic optimiser that answers ``value`` for every input."""
+
+    def __init__(self, value=0.25, compare_draws=4000):
+        super().__init__(compare_draws=compare_draws)
+        self.value = value
+
+    def optimise(self, network, X, sigma_start, **kwargs):
+        return np.full(len(X), self.value)
+
+
+def _exact_mean_radius(p, sigma, n=10_000, alpha=0.001):
+    """E[sigma * Phi^-1(CP lower bound)] over the count K ~ Binomial(n, p)."""
+    from scipy.stats import binom
+
+    from smoothlearn.bounds import clopper_pearson_lower
+    from smoothlearn.noise import Gaussian
+
+    k = np.arange(n + 1)
+    gap = Gaussian().certified_gap(clopper_pearson_lower(k, n, alpha))
+    return sigma * float(np.sum(binom.pmf(k, n, p) * gap))
+
+
+@pytest.mark.parametrize(
+    "distance, challenger, start_is_better",
+    [
+        # sigma votes 0.998, the smaller 0.8 sigma 0.99984: often unanimous on
+        # the comparison draws, yet its certificate is 8% smaller
+        (2.878 * 0.25, 0.2, True),
+        # far from the boundary a larger scale certifies 45% more
+        (5 * 0.25, 0.375, False),
+    ],
+)
+def test_the_comparison_prefers_the_larger_exact_certificate(
+    distance, challenger, start_is_better
+):
+    # a linear classifier: each candidate's smoothed probability is exact, so
+    # is its expected certificate at n; over 100 banks the comparison must
+    # mostly pick the candidate whose exact expectation is larger. Before the
+    # spread used the Jeffreys share, a unanimous smaller scale had no noise
+    # margin and won case 1 in about a third of the banks (72% at 1,000 draws)
+    from scipy.stats import norm
+
+    sigma = 0.25
+    w = np.zeros(5)
+    w[0] = 1.0
+    X = np.zeros((1, 5), dtype=np.float32)
+    X[0, 0] = distance
+    exact = [_exact_mean_radius(norm.cdf(distance / s), s) for s in (sigma, challenger)]
+    assert (exact[0] > 1.05 * exact[1]) == start_is_better
+    assert (exact[1] > 1.05 * exact[0]) != start_is_better
+    kept_start = []
+    for seed in range(100):
+        clf = SmoothedClassifier(
+            linear_module(w, 0.0),
+            strategy=_FixedScale(challenger),
+            sigma=sigma,
+            max_epochs=0,
+            n=10_000,
+            batch_size=10_000,
+            random_state=seed,
+            memory=None,
+        ).fit(np.zeros((2, 5), dtype=np.float32), [0, 1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # memory=None
+            cert = clf.certify(X)
+        kept_start.append(np.isclose(cert.min_scale[0], sigma, rtol=1e-6))
+    right = np.mean(kept_start) if start_is_better else 1 - np.mean(kept_start)
+    assert right >= 0.8

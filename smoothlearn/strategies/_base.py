@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator
 
 from ..utils._deprecation import RenamedParamsMixin
 from ._soft import better_of
+from ._starts import isotropic_start
 
 __all__ = ["BaseStrategy", "StartsFromIsotropic"]
 
@@ -188,7 +189,7 @@ class StartsFromIsotropic(BaseStrategy):
         self._validate_params()
         isotropic = self._isotropic()
         isotropic._validate_params()
-        sigma_start = isotropic.optimise(
-            network, X, sigma, family=family, bank=bank, p_max=p_max
+        sigma_start = isotropic_start(
+            isotropic, network, X, sigma, family=family, bank=bank, p_max=p_max
         )
         return sigma_start, isotropic.optimisation_rows()

@@ -17,6 +17,7 @@ from ..utils._deprecation import deprecated_option
 from ..utils._sklearn_compat import Interval, StrOptions
 
 __all__ = [
+    "COMPARE_DRAWS",
     "OPTIMISER_CONSTRAINTS",
     "better_of",
     "optimisation_draws",
@@ -101,6 +102,17 @@ class _BankRows:
 #: must clear (one-sided 0.001, the papers' alpha).
 COMPARE_Z = 3.09
 
+#: The strategies' default ``compare_draws``. The comparison's own noise,
+#: ``COMPARE_Z / sqrt(compare_draws)``, must not swamp the width of
+#: certification's bound, ``z_alpha / sqrt(n)`` (0.031 at n = 10,000): at
+#: 1,000 draws it is 0.098, and on the 540 test digits (n = 10,000) ANCER then
+#: kept a worse isotropic start where Cohen's sigma had a few stray votes (18
+#: inputs lost 0.05 to 0.1 of radius; AC R-tilde 0.001 below Cohen's, interval
+#: [-0.002, +0.001]); at 4,000 (0.049) it is 0.002 above Cohen's, interval
+#: [+0.001, +0.004], for 9,000 more forward passes per input over three
+#: candidates (8% of ANCER's time on digits). ``benchmarks/bench_quality.py``.
+COMPARE_DRAWS = 4000
+
 
 def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p_max):
     """Per input, the candidate smoothing whose certificate looks largest.
@@ -110,9 +122,10 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     optimisation-bank rows from ``offset`` (common random numbers, independent
     of the certification draws, so the memory covers the choice, DESIGN.md
     section 5). Its gap is a cautious estimate of what certification would
-    give for its top vote share ``p``:
-    ``gap(min(p - (sqrt(w) + z / sqrt(n_draws)) sqrt(p (1 - p)), p_max))``
+    give for its top vote share ``p`` (``k`` of ``n_draws`` votes):
+    ``gap(min(p - (sqrt(w) + z / sqrt(n_draws)) sqrt(q (1 - q)), p_max))``
     (0 where that is at most 1/2), scored by ``score(gap, Scale)``. Here
+    ``q = (k + 1/2) / (n_draws + 1)`` is the share's Jeffreys posterior mean,
     ``p_max = alpha^(1/n)`` is the largest bound certification's ``n`` draws
     can give, ``w = -2 ln p_max`` (about ``z_alpha^2 / n``) that bound's
     squared width per unit variance, and ``z = COMPARE_Z`` covers the
@@ -121,6 +134,12 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     * without the widths, a larger scale with the same ``sigma * gap`` ties
       with the start near a boundary, wins by luck, and then certifies far
       less or abstains (a linear classifier, ``sigma`` 3 against 0.3);
+    * with ``p`` for ``q`` in the spread, a unanimous candidate would have no
+      noise margin at all, so a smaller scale that happened to be unanimous
+      displaced a start with a few stray votes and a larger certificate (a
+      linear classifier at ``p = 0.998`` for ``sigma``, ``0.99984`` for 0.8
+      ``sigma``, whose expected certificate is 8% smaller: the smaller won
+      in 72% of banks at 1,000 draws and 33% at 4,000; 11% now);
     * without the cap at ``p_max``, a confident input looks capped by the
       comparison draws instead of by certification's, which favours larger
       scales (digits at n = 100,000: AC R-tilde 0.478 with a Clopper-Pearson
@@ -160,8 +179,10 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
             basis=as_run.get("basis"),
             scale_rest=as_run.get("scale_rest"),
         )
-        share = counts.max(axis=1) / n_draws
-        spread = np.sqrt(share * (1.0 - share))
+        top = counts.max(axis=1)
+        share = top / n_draws
+        jeffreys = (top + 0.5) / (n_draws + 1.0)  # never 0 or 1, unlike share
+        spread = np.sqrt(jeffreys * (1.0 - jeffreys))
         bound = np.minimum(share - (np.sqrt(width2) + noise) * spread, ceiling)
         gap = np.maximum(family.gap(np.maximum(bound, 0.5)), 0.0)
         scale = Scale(

@@ -9,12 +9,14 @@ from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
 from ._soft import (
+    COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
     better_of,
     optimisation_draws,
     resolve_clip,
     soft_gap,
 )
+from ._starts import isotropic_start
 
 __all__ = ["IsotropicDD"]
 
@@ -38,13 +40,14 @@ class IsotropicDD(BaseStrategy):
         Ascent steps.
     n_draws : int, default=100
         Noise draws per input and step.
-    compare_draws : int, default=1000
+    compare_draws : int, default=4000
         Optimisation-bank draws on which ``sigma_x`` is compared, per input,
         with the estimator's ``sigma`` by hard votes; the larger certified
         ``sigma * gap`` is kept, so a certificate is never worse than Cohen's up to
         Monte Carlo error. The choice uses draws independent of
         certification's, and the memory covers it. 0 keeps ``sigma_x``
         always: the paper's method.
+        Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -81,7 +84,7 @@ class IsotropicDD(BaseStrategy):
         n_draws=100,
         min_sigma=1e-3,
         clip=0.001,
-        compare_draws=1000,
+        compare_draws=COMPARE_DRAWS,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
@@ -122,7 +125,9 @@ class IsotropicDD(BaseStrategy):
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         self._validate_params()
-        scale = self.optimise(network, X, sigma, family=family, bank=bank, p_max=p_max)
+        scale = isotropic_start(
+            self, network, X, sigma, family=family, bank=bank, p_max=p_max
+        )
         if not self.compare_draws:
             return {"scale": scale}
         # never worse than the start: sigma or sigma_x, whichever gives the

@@ -9,6 +9,7 @@ from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._base import StartsFromIsotropic
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
 from ._soft import (
+    COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
     optimisation_draws,
     resolve_clip,
@@ -95,7 +96,7 @@ class RDDRS(StartsFromIsotropic):
     n_iter : int, default=100
     n_draws : int, default=100
         Noise draws per input and step.
-    compare_draws : int, default=1000
+    compare_draws : int, default=4000
         Optimisation-bank draws on which the optimised smoothing is compared,
         per input, with its isotropic starts (the estimator's ``sigma`` and
         the isotropic data-dependent sigma); the best by the strategy's own
@@ -103,6 +104,7 @@ class RDDRS(StartsFromIsotropic):
         its start's up to Monte Carlo error. The choice uses draws independent
         of certification's, and the memory covers it. 0 keeps the optimised
         smoothing always: the paper's method.
+        Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -152,7 +154,7 @@ class RDDRS(StartsFromIsotropic):
         rank="auto",
         clip=0.001,
         isotropic=None,
-        compare_draws=1000,
+        compare_draws=COMPARE_DRAWS,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
