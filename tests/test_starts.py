@@ -35,31 +35,28 @@ def _ancer(isotropic, **params):
     return ANCER(**FAST_OPTIMISER, isotropic=isotropic, compare_draws=0, **params)
 
 
+def _starting_from(counting):
+    """Strategies that start from ``counting``'s isotropic sigma."""
+    return (
+        _ancer(_fast(counting)),
+        _ancer(_fast(counting), kappa=4.0),
+        RANCER(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3, compare_draws=0),
+    )
+
+
 def test_strategies_share_the_start_and_certify_exactly_as_without_it(digits, counting):
     X, y = digits
     clf = fast_classifier(strategy=_fast(counting)).fit(X[:300], y[:300])
     X_test = X[300:320]
     clf.certify(X_test)
     assert counting.calls == 20
-    shared = []
-    for strategy in (
-        _ancer(_fast(counting)),
-        _ancer(_fast(counting), kappa=4.0),
-        RANCER(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3, compare_draws=0),
-    ):
-        shared.append(fresh_copy(clf, strategy=strategy).certify(X_test))
+    shared = [
+        fresh_copy(clf, strategy=strategy).certify(X_test)
+        for strategy in _starting_from(counting)
+    ]
     assert counting.calls == 20  # isotropic_dd's starts served all three
     _starts._starts.clear()
-    for strategy, cert in zip(
-        (
-            _ancer(_fast(counting)),
-            _ancer(_fast(counting), kappa=4.0),
-            RANCER(
-                **FAST_OPTIMISER, isotropic=_fast(counting), rank=3, compare_draws=0
-            ),
-        ),
-        shared,
-    ):
+    for strategy, cert in zip(_starting_from(counting), shared):
         alone = fresh_copy(clf, strategy=strategy).certify(X_test)
         np.testing.assert_array_equal(alone.label, cert.label)
         np.testing.assert_array_equal(alone.radius, cert.radius)
