@@ -20,14 +20,14 @@ the same block); different blocks of the same inputs are different keys, since
 float32 rounding can depend on a block's other rows.
 """
 
-import hashlib
 import threading
 from collections import OrderedDict
 
 import numpy as np
-import torch
 
-__all__ = ["isotropic_start", "network_digest"]
+from .._checkpoint import network_digest, row_digest
+
+__all__ = ["isotropic_start"]
 
 #: Blocks whose isotropic start is kept (a float per input each).
 MAX_STARTS = 1024
@@ -36,48 +36,24 @@ _starts = OrderedDict()
 _lock = threading.Lock()
 
 
-def _update(digest, tensor):
-    tensor = tensor.detach().cpu().contiguous().reshape(-1)
-    digest.update(repr((tensor.dtype, tuple(tensor.shape))).encode())
-    digest.update(tensor.view(torch.uint8).numpy().tobytes())
-
-
-def network_digest(network):
-    """A digest of what a :class:`~smoothlearn.network.FlatInputNetwork`
-    computes: its module's class, weights and buffers, and how it is read."""
-    digest = hashlib.sha256()
-    digest.update(
-        repr(
-            (
-                type(network.module),
-                network.input_shape,
-                network.n_classes,
-                str(network.device),
-                network.nonlinearity,
-                network.outputs_probabilities,
-            )
-        ).encode()
-    )
-    for name, tensor in network.module.state_dict().items():
-        digest.update(name.encode())
-        _update(digest, tensor)
-    return digest.hexdigest()
-
-
 def isotropic_start(optimiser, network, X, sigma, *, family, bank, p_max):
     """``optimiser.optimise(network, X, sigma, ...)`` from bank row 0, computed
     once per key (see the module's docstring); a fresh copy each call."""
-    inputs = hashlib.sha256()
-    array = np.ascontiguousarray(X)
-    inputs.update(repr((array.dtype.str, array.shape)).encode())
-    inputs.update(array.tobytes())
     key = (
         type(optimiser),
         # the function that would run (a patched class or instance is new)
         getattr(optimiser.optimise, "__func__", optimiser.optimise),
         tuple(sorted((k, repr(v)) for k, v in optimiser.get_params().items())),
-        network_digest(network),
-        inputs.hexdigest(),
+        # the weights and buffers, and how the engine reads the module
+        network_digest(network.module),
+        type(network.module),
+        network.input_shape,
+        network.n_classes,
+        str(network.device),
+        repr(network.nonlinearity),
+        network.outputs_probabilities,
+        np.shape(X),
+        row_digest(X),  # the whole block's float32 bytes
         repr(np.asarray(sigma, dtype=np.float64).tolist()),
         type(family),
         family.name,
