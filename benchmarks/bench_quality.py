@@ -21,7 +21,11 @@ inputs K at a time, every strategy per chunk, and prints the tables over the
 chunks done so far; with ``--results``, chunks already there are skipped, so
 an interrupted run resumes where it stopped (each strategy keeps one memory
 over all chunks, saved beside them). ``--test-size`` sets the digits test
-split (0.3 gives 540 test inputs).
+split (0.3 gives 540 test inputs). ``--fit-strategy`` is the strategy the
+network is trained with, for UCAN's generators: ``--fit-strategy ucan_input
+--strategies cohen ucan_input ucan_input:compare_draws=0`` certifies the
+network trained with the generator under Cohen's smoothing, the generator's
+noise with its comparison and the paper's generator noise.
 
 ANCER, RANCER and RDDRS reuse the isotropic start ``isotropic_dd`` computed
 for the same chunk in the same process (``smoothlearn.strategies._starts``),
@@ -114,6 +118,11 @@ def main():
     parser.add_argument("--train", type=int, default=None, help="training inputs")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--training", default="gaussian")
+    parser.add_argument(
+        "--fit-strategy",
+        default="cohen",
+        help="strategy of fit (one trained with the network: ucan_*)",
+    )
     parser.add_argument("--chunk", type=int, default=None, help="inputs per chunk")
     parser.add_argument(
         "--test-size", type=float, default=0.2, help="digits' test split"
@@ -136,6 +145,7 @@ def main():
             n=args.n,
             max_epochs=args.epochs,
             training=parse_spec(args.training, get_training),
+            strategy=parse_strategy(args.fit_strategy),
             random_state=0,
         )
         start = time.perf_counter()
@@ -145,7 +155,8 @@ def main():
             joblib.dump(clf, args.model)
     print(
         f"{args.dataset}: {len(X)} test inputs, n={args.n}, sigma={args.sigma}, "
-        f"training {clf.training!r}; certified accuracy at radii {RADII}"
+        f"training {clf.training!r}, fitted with {clf.strategy_!r}; certified "
+        f"accuracy at radii {RADII}"
     )
     results = {}  # strategy -> {test index -> that input's row}
     # one memory per strategy (memories_ keys them by strategy and parameters)

@@ -3,6 +3,7 @@
 import io
 
 import joblib
+import numpy as np
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.strategies import STRATEGIES, IsotropicDD, StartsFromIsotropic
@@ -58,3 +59,25 @@ def fresh_copy(clf, **params):
     joblib.dump(clf, buf)
     buf.seek(0)
     return joblib.load(buf).set_params(**params)
+
+
+def linear_classifier(w, b, noise, strategy, memory="auto"):
+    """A SmoothedClassifier fitted (no epochs) around ``linear_module(w, b)``.
+
+    sigma 0.3 and n = 20,000 in one batch, ``random_state=0``: smoothed
+    probabilities are closed-form, so tests compare certificates with them.
+    """
+    from .conftest import linear_module
+
+    X = np.zeros((2, len(w)), dtype=np.float32)
+    return SmoothedClassifier(
+        linear_module(w, b),
+        strategy=strategy,
+        noise=noise,
+        sigma=0.3,
+        max_epochs=0,
+        n=20_000,
+        batch_size=20_000,
+        random_state=0,
+        memory=memory,
+    ).fit(X, [0, 1])

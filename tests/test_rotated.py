@@ -18,7 +18,7 @@ from smoothlearn.strategies._curvature import (
     predicted_labels,
 )
 
-from ._factories import fast_strategy
+from ._factories import fast_strategy, linear_classifier
 from .conftest import linear_module
 
 
@@ -105,16 +105,7 @@ def test_rotated_regions_are_sound_on_a_linear_classifier(strategy, rank):
     d = 6
     w, b = rng.randn(d), 0.2
     X = rng.randn(16, d).astype(np.float32)
-    clf = SmoothedClassifier(
-        linear_module(w, b),
-        strategy=_fast(strategy, rank=rank),
-        sigma=0.3,
-        max_epochs=0,
-        n=20_000,
-        batch_size=20_000,
-        random_state=0,
-        memory=None,
-    ).fit(np.zeros((2, d), np.float32), [0, 1])
+    clf = linear_classifier(w, b, "gaussian", _fast(strategy, rank=rank), memory=None)
     with pytest.warns(UserWarning, match="not sound"):
         cert = clf.certify(X)
     ok = ~cert.abstained

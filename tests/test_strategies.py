@@ -16,34 +16,19 @@ from smoothlearn.strategies import (
 )
 from smoothlearn.training import MACER
 
-from ._factories import fast_strategy
+from ._factories import fast_strategy, linear_classifier
 from .conftest import linear_module
-
-
-def _linear_classifier(w, b, noise, strategy, memory="auto"):
-    X = np.zeros((2, len(w)), dtype=np.float32)
-    return SmoothedClassifier(
-        linear_module(w, b),
-        strategy=strategy,
-        noise=noise,
-        sigma=0.3,
-        max_epochs=0,
-        n=20_000,
-        batch_size=20_000,
-        random_state=0,
-        memory=memory,
-    ).fit(X, [0, 1])
 
 
 @pytest.mark.parametrize("strategy", ["isotropic_dd", "ancer"])
 @pytest.mark.parametrize("noise", ["gaussian", "uniform"])
-def test_every_per_input_region_is_sound_on_a_linear_classifier(strategy, noise):
+def test_every_per_input_region_is_sound_on_alinear_classifier(strategy, noise):
     rng = np.random.RandomState(0)
     d = 5
     w = rng.randn(d)
     b = 0.2
     X = rng.randn(24, d).astype(np.float32)
-    clf = _linear_classifier(w, b, noise, fast_strategy(strategy), memory=None)
+    clf = linear_classifier(w, b, noise, fast_strategy(strategy), memory=None)
     with pytest.warns(UserWarning, match="not sound"):
         cert = clf.certify(X)
     margin = np.abs(X @ w + b)  # |w.x + b|
@@ -70,10 +55,10 @@ def test_ancer_stays_above_the_isotropic_solution_and_starts_from_it():
     w = rng.randn(6)
     X = rng.randn(10, 6).astype(np.float32)
     # the papers' methods (compare_draws=0): no fallback to a start
-    iso = _linear_classifier(
+    iso = linear_classifier(
         w, 0.0, "gaussian", fast_strategy("isotropic_dd", compare_draws=0), memory=None
     )
-    anc = _linear_classifier(
+    anc = linear_classifier(
         w, 0.0, "gaussian", fast_strategy("ancer", compare_draws=0), memory=None
     )
     with warnings.catch_warnings():
@@ -88,7 +73,7 @@ def test_ancer_stays_above_the_isotropic_solution_and_starts_from_it():
 def test_isotropic_dd_grows_sigma_far_from_the_boundary():
     w = np.array([1.0, 0.0])
     X = np.array([[3.0, 0.0], [0.05, 0.0]], dtype=np.float32)
-    clf = _linear_classifier(w, 0.0, "gaussian", IsotropicDD(n_iter=50), memory=None)
+    clf = linear_classifier(w, 0.0, "gaussian", IsotropicDD(n_iter=50), memory=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         cert = clf.certify(X)
@@ -227,7 +212,7 @@ def test_never_worse_than_the_start_even_when_the_optimiser_overshoots(strategy)
     X = (rng.randn(40, d) * 0.5).astype(np.float32)
 
     def certify(chosen):
-        clf = _linear_classifier(w, 0.0, "gaussian", chosen, memory=None)
+        clf = linear_classifier(w, 0.0, "gaussian", chosen, memory=None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # memory=None
             return clf.certify(X)
@@ -324,3 +309,37 @@ def test_the_comparison_prefers_the_larger_exact_certificate(
         kept_start.append(np.isclose(cert.min_scale[0], sigma, rtol=1e-6))
     right = np.mean(kept_start) if start_is_better else 1 - np.mean(kept_start)
     assert right >= 0.8
+
+
+def test_the_comparison_counts_each_candidate_at_its_own_noise_centre():
+    # UCAN's offset moves the noise's centre: on a linear classifier a
+    # candidate whose offset carries the input far from the boundary votes
+    # unanimously, one that carries it onto the boundary votes half and half
+    from smoothlearn.certify import OPTIMISATION, NoiseBank
+    from smoothlearn.network import FlatInputNetwork
+    from smoothlearn.noise import get_noise
+    from smoothlearn.strategies._soft import better_of
+
+    gaussian = get_noise("gaussian")
+    network = FlatInputNetwork(linear_module([1.0, 0.0, 0.0], 0.0), (3,), 2)
+    X = np.array([[0.1, 0.0, 0.0], [0.1, 0.0, 0.0]])
+    scale = np.full((2, 3), 0.25)
+    moved = np.array([[1.0, 0.0, 0.0], [-0.1, 0.0, 0.0]], dtype=np.float32)
+    candidates = [
+        {"scale": scale, "offset": np.zeros_like(moved)},
+        {"scale": scale, "offset": moved},
+    ]
+    answer, chosen = better_of(
+        network,
+        X,
+        candidates,
+        lambda gap, s: gap * s.geometric_mean(3),
+        family=gaussian,
+        bank=NoiseBank(0, OPTIMISATION, gaussian, 3),
+        offset=0,
+        n_draws=2000,
+        p_max=None,
+    )
+    # x + offset at 1.1 (p = 1 - 5e-6) beats 0.1 (p = 0.66); 0.0 (p = 0.5) loses
+    np.testing.assert_array_equal(chosen, [1, 0])
+    np.testing.assert_array_equal(answer["offset"], [moved[0], [0.0, 0.0, 0.0]])

@@ -1,6 +1,7 @@
 """UCAN's pattern-fixed anisotropic noise."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from smoothlearn.estimators._noisy_net import _per_row
 from smoothlearn.strategies import UCANInput, UCANPattern, UCANUniversal
 from smoothlearn.strategies.ucan_pattern import spatial_pattern
 
+from ._factories import linear_classifier
 from .conftest import linear_module
 
 
@@ -121,8 +123,10 @@ def _trained_linear(strategy, noise, shape, seed=0):
         # a light variance term: on separable data the defaults saturate every
         # multiplier at gamma, and the test wants anisotropic noise
         (UCANUniversal(variance_weight=0.01, lr=None), (25,)),
-        (UCANInput(variance_weight=0.01, lr=None), (25,)),
-        (UCANInput(variance_weight=0.01, lr=None), (1, 5, 5)),
+        # the generator's noise as the paper certifies it (compare_draws=0):
+        # the comparison with the start has a test of its own
+        (UCANInput(variance_weight=0.01, lr=None, compare_draws=0), (25,)),
+        (UCANInput(variance_weight=0.01, lr=None, compare_draws=0), (1, 5, 5)),
     ],
     ids=["universal", "input-flat", "input-image"],
 )
@@ -171,8 +175,10 @@ def test_universal_generator_raises_mean_sigma_and_keeps_accuracy(digits):
 
 def test_input_generator_is_data_dependent_and_memory_checked(digits):
     X, y = digits
+    # the generator's own noise (compare_draws=0): two epochs' generator
+    # certifies less than sigma, which the comparison would pick everywhere
     clf = SmoothedClassifier(
-        strategy="ucan_input", max_epochs=2, n=500, random_state=0
+        strategy=UCANInput(compare_draws=0), max_epochs=2, n=500, random_state=0
     ).fit(X[:300], y[:300])
     assert clf.strategy_.data_dependent
     cert = clf.certify(X[300:340])
@@ -291,3 +297,77 @@ def test_random_state_fixes_the_generator_whatever_torch_ran_before(digits, stra
     first, second = fitted_generator(), fitted_generator()
     for a, b in zip(first.values(), second.values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _overshooting_ucan(compare_draws, w):
+    """ucan_input on a linear classifier, its generator held at multipliers 10-12
+    (scales 3 to 3.6 for sigma 0.3) and no offset: a generator gone wrong."""
+    strategy = UCANInput(
+        min_multiplier=10.0,
+        max_multiplier=12.0,
+        offset_bound=0.0,
+        compare_draws=compare_draws,
+    )
+    return linear_classifier(w, 0.0, "gaussian", strategy, memory=None)
+
+
+def test_ucan_input_is_never_worse_than_its_isotropic_start():
+    # near a linear boundary scales of 3 certify far less than sigma = 0.3;
+    # the comparison on optimisation draws must fall back to sigma there
+    rng = np.random.RandomState(0)
+    w = rng.randn(5)
+    X = rng.randn(45, 5) * 0.5
+    # and five inputs 4 from the boundary, where sigma's certificate is capped
+    # (0.3 * 3.8 at n = 20,000) and the generator's scales of 3 certify more
+    X[40:] += (4.0 - X[40:] @ w / np.linalg.norm(w))[:, None] * w / np.linalg.norm(w)
+    X = X.astype(np.float32)
+
+    def certify(clf):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # memory=None
+            return clf.certify(X)
+
+    cohen = certify(linear_classifier(w, 0.0, "gaussian", "cohen"))
+    paper = certify(_overshooting_ucan(0, w))
+    kept = certify(_overshooting_ucan(1000, w))
+    assert paper.min_scale.min() >= 3.0 - 1e-6  # the generator's noise
+    # the paper's method follows the generator: abstains near the boundary
+    assert paper.abstained.sum() >= cohen.abstained.sum() + 10
+    near = slice(0, 40)
+    assert paper.proxy_radius[near].mean() < 0.9 * cohen.proxy_radius[near].mean()
+    assert not kept.abstained[~cohen.abstained].any()
+    start = np.isclose(kept.scale, 0.3, rtol=1e-6).all(axis=1)
+    assert start[near].mean() > 0.5
+    # where the start was kept the certificate is Cohen's exactly (same draws)
+    np.testing.assert_array_equal(kept.radius[start], cohen.radius[start])
+    # far from the boundary the generator's noise was chosen for a larger one
+    assert not start[40:].any()
+    assert (kept.proxy_radius[40:] > 2 * cohen.proxy_radius[40:]).all()
+    assert (kept.proxy_radius >= cohen.proxy_radius - 0.05).all()
+    assert kept.proxy_radius.mean() >= cohen.proxy_radius.mean()
+
+
+def test_compare_draws_changes_after_fit_without_training_again(digits):
+    X, y = digits
+    strategy = UCANInput(compare_draws=0)
+    clf = SmoothedClassifier(
+        strategy=strategy, max_epochs=1, n=200, n0=20, random_state=0
+    ).fit(X[:100], y[:100])
+    fitted = clf.strategy_
+    _, generated = clf.noise_parameters(X[100:110])
+    clf.set_params(strategy__compare_draws=500)
+    cert = clf.certify(X[100:110])
+    # the trained generator certified, with the new value; strategy_ is as fitted
+    assert clf.strategy_ is fitted and fitted.compare_draws == 0
+    start = np.isclose(cert.scale, 0.25, rtol=1e-6).all(axis=1)
+    assert 0 < start.sum() < 10, start  # both candidates were taken
+    np.testing.assert_allclose(cert.scale[~start], generated[~start], rtol=1e-6)
+    _, scale = clf.noise_parameters(X[100:110])  # the noise certify used
+    np.testing.assert_allclose(cert.scale, scale, rtol=1e-6)
+    # a parameter that training reads still needs a refit
+    clf.set_params(strategy__min_multiplier=0.1)
+    with pytest.raises(ValueError, match="trained in fit; refit"):
+        clf.certify(X[:2])
+    clf.set_params(strategy__min_multiplier=0.05, strategy__compare_draws=-1)
+    with pytest.raises(ValueError, match="compare_draws"):
+        clf.certify(X[:2])

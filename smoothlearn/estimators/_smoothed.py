@@ -1,5 +1,6 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
+import copy
 import inspect
 import numbers
 import warnings
@@ -489,13 +490,26 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy = get_strategy(self.strategy)
         if strategy.trained_in_fit:
             fitted = self.strategy_
-            same_params = _params_repr(strategy) == _params_repr(fitted)
-            if type(strategy) is not type(fitted) or not same_params:
+            trained = _params_repr(strategy, skip=strategy.certification_params)
+            if type(strategy) is not type(fitted) or trained != _params_repr(
+                fitted, skip=fitted.certification_params
+            ):
                 raise ValueError(
                     f"strategy {strategy!r} is trained in fit; refit the estimator "
                     f"to use it (fitted with {fitted!r})."
                 )
-            return fitted
+            if _params_repr(strategy) == _params_repr(fitted):
+                return fitted
+            # only parameters that certification reads differ: the trained
+            # generator with them (a copy: strategy_ stays as fitted)
+            certifying = copy.copy(fitted).set_params(
+                **{
+                    name: getattr(strategy, name)
+                    for name in fitted.certification_params
+                }
+            )
+            certifying.check(self.noise_, self.input_shape_)
+            return certifying
         strategy.check(self.noise_, self.input_shape_)
         return strategy
 
@@ -774,10 +788,11 @@ def _flatten_images(X):
     return X.reshape(len(X), -1), tuple(X.shape[1:])
 
 
-def _params_repr(strategy):
-    """A strategy's parameters as ``(name, repr)`` pairs: exact for numbers."""
+def _params_repr(strategy, skip=()):
+    """A strategy's parameters but ``skip`` as ``(name, repr)`` pairs: exact for
+    numbers."""
     params = sorted(strategy.get_params(deep=False).items())
-    return tuple((name, repr(value)) for name, value in params)
+    return tuple((name, repr(value)) for name, value in params if name not in skip)
 
 
 def resolve_abstain_label(abstain_label, classes):

@@ -41,13 +41,17 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
     trained_in_fit : bool
         True when ``fit`` trains part of the strategy with the network (UCAN's
         generators): certification then uses the fitted strategy, and changing
-        its parameters needs a new ``fit``.
+        its parameters needs a new ``fit``...
+    certification_params : tuple of str
+        ...except these, which only certification reads (``compare_draws``):
+        the fitted strategy certifies with their new values.
     """
 
     name = None
     data_dependent = False
     shared_scale = True
     trained_in_fit = False
+    certification_params = ()
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}
 

@@ -118,7 +118,8 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     """Per input, the candidate smoothing whose certificate looks largest.
 
     Each candidate (a strategy answer of one form for all rows: ``scale`` and
-    optionally ``basis``, ``scale_rest``) is run on the same ``n_draws``
+    optionally ``basis``, ``scale_rest``, and UCAN's ``offset``, which moves
+    the noise's centre) is run on the same ``n_draws``
     optimisation-bank rows from ``offset`` (common random numbers, independent
     of the certification draws, so the memory covers the choice, DESIGN.md
     section 5). Its gap is a cautious estimate of what certification would
@@ -169,9 +170,10 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     scores = []
     for answer in candidates:
         as_run = {k: np.asarray(v, dtype=np.float32) for k, v in answer.items()}
+        centre = X if "offset" not in as_run else X + as_run["offset"]
         counts = count_classes(
             network,
-            X,
+            centre,
             as_run["scale"],
             rows,
             n_draws,

@@ -22,6 +22,7 @@ from ..utils._deprecation import DEPRECATED, deprecated_option
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
 from ._generators import InputNoiseGenerator, UniversalNoiseGenerator
+from ._soft import COMPARE_DRAWS, OPTIMISER_CONSTRAINTS, better_of
 
 __all__ = ["UCANInput", "UCANUniversal"]
 
@@ -196,6 +197,18 @@ class UCANInput(_GeneratorStrategy):
         Learning rate of the generator (its own optimiser parameter group);
         the estimator's ``lr`` when None. The generator's outputs saturate at
         their bounds (where tanh has no gradient left) at the network's 1e-3.
+    compare_draws : int, default=4000
+        Optimisation-bank draws on which, per input, the generator's noise is
+        compared with its isotropic starts: Cohen's (scale ``sigma``, no
+        offset) and the generator's offset with scale ``sigma`` (multipliers
+        1, where training starts). The one with the largest estimated proxy
+        radius (UCAN's ALM, the quantity UCAN maximises) is certified, so a
+        certificate is never worse than its start's up to Monte Carlo error.
+        The choice uses draws independent of certification's, and the memory
+        covers it. 0 certifies the generator's noise always: the paper's
+        method. Only certification reads it, so it can be changed after
+        ``fit`` without training again. Why 4,000: ``COMPARE_DRAWS`` in
+        ``strategies/_soft.py``.
     gamma, floor : float
         Deprecated names of ``max_multiplier`` and ``min_multiplier``
         (RANCER's ``gamma1``, ``gamma2`` and MACER's ``gamma`` mean other
@@ -211,6 +224,12 @@ class UCANInput(_GeneratorStrategy):
     data_dependent = True
     shared_scale = False
     generator_class = InputNoiseGenerator
+    certification_params = ("compare_draws",)
+
+    _parameter_constraints = {
+        **_GeneratorStrategy._parameter_constraints,
+        "compare_draws": OPTIMISER_CONSTRAINTS["compare_draws"],
+    }
 
     def __init__(
         self,
@@ -220,6 +239,7 @@ class UCANInput(_GeneratorStrategy):
         width=16,
         variance_weight=0.3,
         lr=1e-4,
+        compare_draws=COMPARE_DRAWS,
         gamma=DEPRECATED,
         floor=DEPRECATED,
     ):
@@ -229,5 +249,33 @@ class UCANInput(_GeneratorStrategy):
         self.width = width
         self.variance_weight = variance_weight
         self.lr = lr
+        self.compare_draws = compare_draws
         self.gamma = gamma
         self.floor = floor
+
+    def scales(self, network, X, *, sigma, family, bank, p_max=None):
+        answer = super().scales(
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+        )
+        if not self.compare_draws:
+            return answer
+        isotropic = np.full_like(answer["scale"], float(sigma))
+        candidates = [
+            {"scale": isotropic, "offset": np.zeros_like(answer["offset"])},
+            {"scale": isotropic, "offset": answer["offset"]},
+            answer,
+        ]
+        d = X.shape[1]
+        # nothing else has read the optimisation bank: its rows from 0
+        chosen, _ = better_of(
+            network,
+            X,
+            candidates,
+            lambda gap, s: gap * s.geometric_mean(d),
+            family=family,
+            bank=bank,
+            offset=0,
+            n_draws=self.compare_draws,
+            p_max=p_max,
+        )
+        return chosen
