@@ -26,6 +26,7 @@ from ..network import FlatInputNetwork, check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES, get_strategy
+from ..strategies._base import params_repr
 from ..training import TRAININGS, get_training
 from ..utils._sklearn_compat import (
     HasMethods,
@@ -490,15 +491,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy = get_strategy(self.strategy)
         if strategy.trained_in_fit:
             fitted = self.strategy_
-            trained = _params_repr(strategy, skip=strategy.certification_params)
-            if type(strategy) is not type(fitted) or trained != _params_repr(
+            trained = params_repr(strategy, skip=strategy.certification_params)
+            if type(strategy) is not type(fitted) or trained != params_repr(
                 fitted, skip=fitted.certification_params
             ):
                 raise ValueError(
                     f"strategy {strategy!r} is trained in fit; refit the estimator "
                     f"to use it (fitted with {fitted!r})."
                 )
-            if _params_repr(strategy) == _params_repr(fitted):
+            if params_repr(strategy) == params_repr(fitted):
                 return fitted
             # only parameters that certification reads differ: the trained
             # generator with them (a copy: strategy_ stays as fitted)
@@ -675,7 +676,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """
         return (
             strategy.name,
-            _params_repr(strategy),
+            params_repr(strategy),
             self.noise_.name,
             repr(float(self.sigma)),
         )
@@ -786,13 +787,6 @@ def _flatten_images(X):
         return X, None
     X = np.asarray(X)
     return X.reshape(len(X), -1), tuple(X.shape[1:])
-
-
-def _params_repr(strategy, skip=()):
-    """A strategy's parameters but ``skip`` as ``(name, repr)`` pairs: exact for
-    numbers."""
-    params = sorted(strategy.get_params(deep=False).items())
-    return tuple((name, repr(value)) for name, value in params if name not in skip)
 
 
 def resolve_abstain_label(abstain_label, classes):

@@ -13,9 +13,15 @@ from sklearn.base import BaseEstimator
 
 from ..utils._deprecation import RenamedParamsMixin
 from ._soft import better_of
-from ._starts import isotropic_start
 
-__all__ = ["BaseStrategy", "StartsFromIsotropic"]
+__all__ = ["BaseStrategy", "StartsFromIsotropic", "params_repr"]
+
+
+def params_repr(strategy, skip=()):
+    """A strategy's parameters but ``skip`` as sorted ``(name, repr)`` pairs:
+    exact for numbers, so fit for keys."""
+    params = sorted(strategy.get_params(deep=False).items())
+    return tuple((name, repr(value)) for name, value in params if name not in skip)
 
 
 class BaseStrategy(RenamedParamsMixin, BaseEstimator):
@@ -193,6 +199,10 @@ class StartsFromIsotropic(BaseStrategy):
         self._validate_params()
         isotropic = self._isotropic()
         isotropic._validate_params()
+        # imported here: the start cache keys optimisers by this module's
+        # params_repr
+        from ._starts import isotropic_start
+
         sigma_start = isotropic_start(
             isotropic, network, X, sigma, family=family, bank=bank, p_max=p_max
         )

@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._checkpoint import network_digest, row_digest
+from ._base import params_repr
 
 __all__ = ["isotropic_start"]
 
@@ -43,7 +44,7 @@ def isotropic_start(optimiser, network, X, sigma, *, family, bank, p_max):
         type(optimiser),
         # the function that would run (a patched class or instance is new)
         getattr(optimiser.optimise, "__func__", optimiser.optimise),
-        tuple(sorted((k, repr(v)) for k, v in optimiser.get_params().items())),
+        params_repr(optimiser),
         # the weights and buffers, and how the engine reads the module
         network_digest(network.module),
         type(network.module),
