@@ -278,7 +278,8 @@ def _fit_or_load(args, data, strategy, own_network=False):
     save_to = [current] + [p for p in (args.save_model, given) if p and not own_network]
     if args.resume and os.path.exists(at_start):
         # the state the interrupted run began with: replaying its logs through
-        # these memories reproduces the uninterrupted run exactly
+        # these memories reproduces the uninterrupted run exactly (the
+        # memories it finished are taken back from its files when saving)
         clf = _load_model(at_start)
         _log(args, f"resuming from {at_start}")
         return clf, save_to
@@ -287,10 +288,9 @@ def _fit_or_load(args, data, strategy, own_network=False):
         _log(args, f"loaded {given}")
     else:
         clf = _train(args, data, strategy)
+    # the memories the files already hold for this model are where it starts
+    _save_memories(args, clf, save_to, quiet=True)
     joblib.dump(clf, at_start)
-    joblib.dump(clf, current)
-    if args.save_model and not own_network:
-        joblib.dump(clf, args.save_model)
     return clf, save_to
 
 
@@ -331,13 +331,61 @@ def _train(args, data, strategy):
     return clf
 
 
-def _save_memories(args, clf, paths):
-    """Save ``clf`` with its memories after a certification run."""
+def _save_memories(args, clf, paths, quiet=False):
+    """Save ``clf`` with its memories, never with fewer than a file holds.
+
+    A file may hold the same fitted model with memories ``clf`` lacks or has
+    fewer entries of: those an interrupted run finished (``--resume`` reloads
+    the model the run started from and replays only the strategies it names),
+    or another run's on the same ``--model``. Each file's memories are taken
+    first (:func:`_take_memories`); then every file is written.
+    """
     import joblib
 
     for path in paths:
+        if os.path.exists(path):
+            _take_memories(clf, _load_model(path), path)
+    for path in paths:
         joblib.dump(clf, path)
-    _log(args, f"saved the model with its memory to {', '.join(paths)}")
+    if not quiet:
+        _log(args, f"saved the model with its memory to {', '.join(paths)}")
+
+
+def _take_memories(clf, saved, path):
+    """Give ``clf`` the memories ``saved`` (read from ``path``) holds beyond its own.
+
+    Only for the same fitted model (the same network, noise generator and
+    classes; another fit's memories constrain nothing). Per smoothing: a
+    memory ``clf`` lacks is taken; one that continues ``clf``'s (the same
+    entries, then more) replaces it; one that ``clf``'s continues is left.
+    Two that both went on from a common start cannot be joined soundly (each
+    run certified without the other's regions): a ValueError says what to do.
+    """
+    from ._checkpoint import network_digest
+
+    def fit_of(model):
+        generator = getattr(model, "noise_generator_", None)
+        return (
+            network_digest(model.net_.module_),
+            None if generator is None else network_digest(generator),
+            [str(c) for c in model.classes_],
+        )
+
+    if fit_of(saved) != fit_of(clf):
+        return
+    for smoothing, theirs in saved.memories_.items():
+        mine = clf.memories_.get(smoothing)
+        if mine is not None and mine._starts_with(theirs):
+            continue
+        if mine is not None and not theirs._starts_with(mine):
+            raise ValueError(
+                f"{path} holds a memory of {smoothing} that another run changed "
+                "since this one started; certify again from that file "
+                f"(--model {path}) so that one memory holds every answer"
+            )
+        clf.memories_[smoothing] = theirs
+        if getattr(clf, "memory_", None) is mine and mine is not None:
+            clf.memory_ = theirs
 
 
 def run(args):
@@ -414,11 +462,16 @@ def run(args):
             else f" radius_tolerance={args.radius_tolerance}"
         )
     )
-    return _summarise(args, header, clf.noise_.norm, y, results)
+    smoothings = {name: cert.smoothing for name, cert in results.items()}
+    return _summarise(args, header, clf.noise_.norm, y, results, smoothings)
 
 
-def _summarise(args, header, norm, y, results):
-    """Print and save the captioned table and plot; return the table."""
+def _summarise(args, header, norm, y, results, smoothings):
+    """Print and save the captioned table and plot; return the table.
+
+    ``smoothings`` maps each row's name to its smoothing written whole, listed
+    under the table so that two runs' rows are told apart.
+    """
     from .metrics import (
         CertifiedAccuracyDisplay,
         certified_accuracy_caption,
@@ -426,7 +479,10 @@ def _summarise(args, header, norm, y, results):
     )
 
     table = certified_accuracy_table(y, results, args.radii)
-    text = "\n".join([header, certified_accuracy_caption(norm), table])
+    described = [f"  {name}: {smoothing}" for name, smoothing in smoothings.items()]
+    text = "\n".join(
+        [header, certified_accuracy_caption(norm), table, "", "smoothings:", *described]
+    )
     with open(os.path.join(args.out, "summary.txt"), "w") as handle:
         handle.write(text + "\n")
     if not args.no_plot:
@@ -471,7 +527,11 @@ def report(args):
             header = handle.readline().rstrip("\n")
         noise = dict(p.split("=", 1) for p in header.split() if "=" in p).get("noise")
         norm = {"uniform": "l1", "laplace": "l1"}.get(noise, "l2")
-    return _summarise(args, header, norm, y, results)
+    # the smoothing each log records ('' for logs written before it did)
+    smoothings = {
+        name: log.smoothing[0] if len(log) else "" for name, log in results.items()
+    }
+    return _summarise(args, header, norm, y, results, smoothings)
 
 
 def main(argv=None):

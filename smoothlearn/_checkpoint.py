@@ -74,7 +74,8 @@ def run_fingerprint(
         "noise_generator": None
         if noise_generator is None
         else network_digest(noise_generator),
-        "strategy": repr(strategy),
+        # by value (describe), as the memory is keyed: not by how it prints
+        "strategy": strategy.describe(),
         "noise": family.name,
         "sigma": float(sigma),
         "n0": int(n0),

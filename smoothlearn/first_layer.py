@@ -41,7 +41,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
-from .network import first_output
+from .utils._torch import first_output
 
 __all__ = [
     "FirstLinear",

@@ -5,7 +5,8 @@ The engine and the strategies see the fitted torch module through
 module is also the one place that
 
 * takes a module's first output where it returns a tuple (:func:`first_output`,
-  skorch's convention for modules returning extra values);
+  skorch's convention for modules returning extra values, defined below both
+  this module and :mod:`smoothlearn.first_layer`);
 * lays a convolutional module out for fast CPU inference (channels-last copy);
 * checks that a module outputs one score per class (:func:`check_output_size`).
 
@@ -19,12 +20,10 @@ import copy
 import numpy as np
 import torch
 
+from .first_layer import find_first_linear
+from .utils._torch import first_output
+
 __all__ = ["FlatInputNetwork", "check_output_size", "first_output"]
-
-
-def first_output(out):
-    """A module's class scores: its output, or the first item of a tuple output."""
-    return out[0] if isinstance(out, tuple) else out
 
 
 def check_output_size(module, X_one, n_classes, device="cpu"):
@@ -101,9 +100,6 @@ class FlatInputNetwork:
         if not self.reuse_first_layer:
             return None
         if self._first_linear is None:
-            # imported here: first_layer uses this module's first_output
-            from .first_layer import find_first_linear
-
             found = find_first_linear(
                 self.module,
                 self.input_shape,

@@ -213,6 +213,12 @@ class Certificates:
         abstained).
     strategy : str, default=''
         Name of the strategy that chose the scales.
+    smoothing : str, default=''
+        The smoothing written whole: the strategy with every parameter (by
+        value), the noise family and ``sigma``, e.g. ``'ancer(..., kappa=2,
+        ...) gaussian sigma=0.25'`` (:func:`smoothlearn.strategies.describe_smoothing`),
+        so certificates of two smoothings are told apart. A data-dependent
+        estimator keeps one memory per smoothing.
     abstain_label : object, default=-1
         The label written where abstained.
     time : ndarray of shape (n_samples,), default=None
@@ -250,6 +256,7 @@ class Certificates:
         reduced=None,
         class_index=None,
         strategy="",
+        smoothing="",
         time=None,
         n_draws=None,
         abstain_label=-1,
@@ -275,6 +282,7 @@ class Certificates:
         )
         self.noise = get_noise(noise).name
         self.strategy = strategy
+        self.smoothing = smoothing
         self.abstain_label = abstain_label
         self.time = np.full(n, np.nan) if time is None else np.asarray(time, float)
         self.n_draws = (
@@ -427,6 +435,7 @@ class Certificates:
         return {
             "noise": self.noise,
             "strategy": self.strategy,
+            "smoothing": self.smoothing,
             "abstain_label": self.abstain_label,
         }
 
@@ -469,10 +478,11 @@ class Certificates:
         for name in cls._row_fields:
             values = [getattr(p, name) for p in parts]
             fields[name] = None if values[0] is None else np.concatenate(values)
-        strategy = (
-            first.strategy if all(p.strategy == first.strategy for p in parts) else ""
-        )
-        meta = {**first._meta(), "strategy": strategy}
+        # what every part shares, else '' (a mix of strategies or smoothings)
+        meta = first._meta()
+        for name in ("strategy", "smoothing"):
+            if any(getattr(p, name) != meta[name] for p in parts):
+                meta[name] = ""
         return cls(**meta, **fields)
 
     def to_frame(self):
@@ -490,6 +500,8 @@ class Certificates:
                 "reduced": self.reduced,
                 "time": self.time,
                 "n_draws": self.n_draws,
+                "strategy": self.strategy,
+                "smoothing": self.smoothing,
             }
         )
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from smoothlearn.metrics import read_certificates_tsv
+from smoothlearn.strategies import IsotropicDD
 
 
 def _run(*args, cwd=None):
@@ -186,8 +187,14 @@ def test_compare_prints_one_row_per_strategy(tmp_path):
         str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split()[0] for line in proc.stdout.splitlines()[3:]]
+    table, smoothings = proc.stdout.split("\n\nsmoothings:\n")
+    rows = [line.split()[0] for line in table.splitlines()[3:]]
     assert rows == ["cohen", "isotropic_dd"]
+    # under the table, each row's smoothing written whole
+    assert smoothings.splitlines() == [
+        "  cohen: cohen() gaussian sigma=0.25",
+        "  isotropic_dd: " + IsotropicDD().describe() + " gaussian sigma=0.25",
+    ]
     assert (tmp_path / "certify_isotropic_dd.tsv").exists()
 
 
@@ -261,3 +268,88 @@ def test_both_mnist_file_namings_are_read(tmp_path, sep):
     data = load_dataset(str(tmp_path))
     assert data.X_train.shape == (30, 16) and data.X_test.shape == (10, 16)
     np.testing.assert_array_equal(data.y_test, np.arange(10) % 3)
+
+
+def test_resume_with_one_strategy_keeps_every_memory(tmp_path, monkeypatch):
+    """Interrupted during cohen after isotropic_dd finished, resumed with cohen
+    only: the saved model still holds isotropic_dd's memory, whose entries are
+    the inputs its TSV log lists as certified, with their labels and radii."""
+    import joblib
+
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.__main__ import main
+
+    out = tmp_path / "run"
+    common = [
+        "certify",
+        "--n",
+        "300",
+        "--n0",
+        "30",
+        "--n-test",
+        "12",
+        "--max-epochs",
+        "2",
+        "--hidden",
+        "16",
+        "-q",
+        "--no-plot",
+        "--out",
+        str(out),
+        "--save-model",
+        str(tmp_path / "saved.joblib"),
+    ]
+    certify = SmoothedClassifier.certify
+
+    def interrupted_in_cohen(self, X, **kwargs):
+        if self.strategy.name == "cohen":
+            raise KeyboardInterrupt
+        return certify(self, X, **kwargs)
+
+    monkeypatch.setattr(SmoothedClassifier, "certify", interrupted_in_cohen)
+    assert main([*common, "--strategy", "isotropic_dd", "cohen"]) == 130
+    monkeypatch.undo()
+    assert main([*common, "--strategy", "cohen", "--resume"]) == 0
+    log = read_certificates_tsv(out / "certify_isotropic_dd.tsv")
+    certified = ~log.abstained
+    assert certified.sum() > 0
+    for path in (out / "model.joblib", tmp_path / "saved.joblib"):
+        (memory,) = joblib.load(path).memories_.values()
+        entries = memory._entries()
+        assert len(entries) == certified.sum()
+        assert [label for _, label in entries] == log.label[certified].tolist()
+        np.testing.assert_allclose(
+            [region.inradius for region, _ in entries], log.radius[certified]
+        )
+
+
+def test_a_model_file_keeps_the_memories_another_run_added(tmp_path):
+    """Two runs load one --model file: one certifies a data-dependent strategy
+    and saves; the other, saving later, keeps that memory. If both changed
+    the same memory, the second refuses with one line saying what to do."""
+    import types
+
+    import joblib
+
+    from smoothlearn.__main__ import _save_memories
+
+    from .test_memory_state import X1, X2, slab_classifier
+
+    args = types.SimpleNamespace(quiet=True)
+    model = tmp_path / "model.joblib"
+    joblib.dump(slab_classifier(), model)
+    model = str(model)
+    first, second, third = (joblib.load(model) for _ in range(3))
+    first.certify(X1)
+    _save_memories(args, first, [model])
+    second.set_params(strategy="cohen").certify(X2)  # no memory of its own
+    _save_memories(args, second, [model])
+    (memory,) = joblib.load(model).memories_.values()
+    assert memory.n_entries_ == 1
+    # the file's memory continues the one this run holds: taken, then saved
+    assert second.certify(X2).label[0] == 0
+    third.certify(X2)  # went on from the empty memory the file had
+    with pytest.raises(ValueError, match="another run changed"):
+        _save_memories(args, third, [model])
+    (memory,) = joblib.load(model).memories_.values()
+    assert memory.n_entries_ == 1  # the file is left as it was

@@ -20,6 +20,22 @@ from ..utils._sklearn_compat import Interval
 __all__ = ["MemoryCertifier"]
 
 
+def _same_region(a, b):
+    """Whether two remembered regions are the same region, exactly."""
+    fa, fb = a.form, b.form
+    return (
+        a.norm == b.norm
+        and a.rho == b.rho
+        and np.array_equal(a.center, b.center)
+        and fa.kind == fb.kind
+        and np.array_equal(fa.values, fb.values)
+        and (
+            fa.kind != "rotated"
+            or (np.array_equal(fa.basis, fb.basis) and np.array_equal(fa.rest, fb.rest))
+        )
+    )
+
+
 class _CentreIndex:
     """Ball trees over memory centres, rebuilt logarithmically as entries arrive.
 
@@ -161,10 +177,14 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         return self
 
     def _initialise(self, certificates):
-        d = certificates.n_features
         self.norm_ = certificates.norm
         self.noise_ = certificates.noise
-        self.n_features_in_ = d
+        self.n_features_in_ = certificates.n_features
+        self._start()
+
+    def _start(self):
+        """Empty state for the memory's norm, noise and size."""
+        d = self.n_features_in_
         self.n_entries_ = self.n_seen_ = self.n_abstained_ = self.n_reduced_ = 0
         self.n_inspected_ = 0
         # grown by doubling; rows past n_entries_ are unused
@@ -194,6 +214,49 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
                 f"certificates of the {certificates.noise} family cannot join a memory "
                 f"of {self.noise_} certificates."
             )
+
+    def _entries(self):
+        """The remembered ``(region, label)`` pairs, in the order remembered."""
+        return list(zip(getattr(self, "_regions", []), getattr(self, "_labels", [])))
+
+    def _starts_with(self, other):
+        """Whether this memory's entries begin with all of ``other``'s (same
+        regions, same labels, same order): it is ``other`` continued."""
+        mine, theirs = self._entries(), other._entries()
+        return len(mine) >= len(theirs) and all(
+            _same_region(a, b) and la == lb for (a, la), (b, lb) in zip(mine, theirs)
+        )
+
+    def _absorb(self, other):
+        """Remember ``other``'s entries after this memory's own.
+
+        For memories that should have been one (an earlier version split them):
+        later certificates then avoid the regions of both. Certificates the two
+        already gave may overlap each other; nothing can take those back.
+        """
+        if not other._entries():
+            return self
+        if not hasattr(self, "n_entries_"):
+            self._initialise_like(other)
+        elif (self.norm_, self.noise_, self.n_features_in_) != (
+            other.norm_,
+            other.noise_,
+            other.n_features_in_,
+        ):
+            raise ValueError("cannot join memories of different families or sizes")
+        for region, label in other._entries():
+            self._store(region, label)
+        for name in ("n_seen_", "n_abstained_", "n_reduced_"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def _initialise_like(self, other):
+        self.norm_, self.noise_, self.n_features_in_ = (
+            other.norm_,
+            other.noise_,
+            other.n_features_in_,
+        )
+        self._start()
 
     # ------------------------------------------------------------ regions
     @staticmethod

@@ -26,7 +26,7 @@ from ..network import FlatInputNetwork, check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES, get_strategy
-from ..strategies._base import params_repr
+from ..strategies._base import describe_smoothing
 from ..training import TRAININGS, get_training
 from ..utils._sklearn_compat import (
     HasMethods,
@@ -211,12 +211,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     noise_generator_ : torch.nn.Module or None
         The trained UCAN noise generator (``'ucan_universal'``, ``'ucan_input'``),
         else None. Saved and restored with the estimator (pickle, joblib).
-    memories_ : dict
+    memories_ : dict of str to MemoryCertifier
         The memories of data-dependent certificates, one
-        :class:`MemoryCertifier` per smoothing (strategy name and parameters,
-        noise family, ``sigma``); emptied by ``fit``, kept by pickle, joblib
-        and ``copy.deepcopy``, so a saved and reloaded classifier stays sound,
-        and switching strategy A -> B -> A continues A's memory.
+        :class:`MemoryCertifier` per smoothing, keyed by the smoothing written
+        whole (``Certificates.smoothing``: strategy and parameters by value,
+        noise family, ``sigma``), so that settings which run the same smoothing
+        (``kappa=2`` and ``kappa=2.0``, a default given or left out, a renamed
+        parameter under its old name) share one memory; emptied by ``fit``,
+        kept by pickle, joblib and ``copy.deepcopy``, so a saved and reloaded
+        classifier stays sound, and switching strategy A -> B -> A continues
+        A's memory.
     memory_ : MemoryCertifier
         The memory used by the last data-dependent ``certify`` or ``predict``
         (one of ``memories_``, or the ``memory`` instance given).
@@ -361,6 +365,44 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             if param.default is not param.empty and name not in state:
                 state[name] = param.default
         super().__setstate__(state)
+        if any(not isinstance(key, str) for key in getattr(self, "memories_", ())):
+            self._key_memories_by_smoothing()
+
+    def _key_memories_by_smoothing(self):
+        """Re-key memories saved by an earlier version under their smoothing.
+
+        Earlier versions keyed each memory by ``(name, ((param, repr), ...),
+        noise, repr(sigma))``, which split one smoothing's memory between
+        spellings (``kappa=2`` and ``kappa=2.0``); memories that turn out to
+        be one smoothing's are joined (:meth:`MemoryCertifier._absorb`), so
+        later certificates avoid the regions of all of them.
+        """
+        by_smoothing, moved = {}, {}
+        for key, memory in self.memories_.items():
+            smoothing = key if isinstance(key, str) else _smoothing_of_old_key(key)
+            if smoothing is None:
+                warnings.warn(
+                    f"a memory saved under {key!r} by an earlier version could not be "
+                    "matched to a smoothing; it is kept under that key, and later "
+                    "certificates of its smoothing are not constrained by it.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                smoothing = key
+            if smoothing in by_smoothing:
+                warnings.warn(
+                    f"an earlier version kept two memories for {smoothing}; they are "
+                    "joined, so later certificates avoid the regions of both.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                by_smoothing[smoothing]._absorb(memory)
+            else:
+                by_smoothing[smoothing] = memory
+            moved[id(memory)] = by_smoothing[smoothing]
+        self.memories_ = by_smoothing
+        if "memory_" in self.__dict__ and id(self.memory_) in moved:
+            self.memory_ = moved[id(self.memory_)]
 
     # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=False)
@@ -491,15 +533,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy = get_strategy(self.strategy)
         if strategy.trained_in_fit:
             fitted = self.strategy_
-            trained = params_repr(strategy, skip=strategy.certification_params)
-            if type(strategy) is not type(fitted) or trained != params_repr(
-                fitted, skip=fitted.certification_params
+            trained = strategy.describe(skip=strategy.certification_params)
+            if type(strategy) is not type(fitted) or trained != fitted.describe(
+                skip=fitted.certification_params
             ):
                 raise ValueError(
                     f"strategy {strategy!r} is trained in fit; refit the estimator "
                     f"to use it (fitted with {fitted!r})."
                 )
-            if params_repr(strategy) == params_repr(fitted):
+            if strategy.describe() == fitted.describe():
                 return fitted
             # only parameters that certification reads differ: the trained
             # generator with them (a copy: strategy_ stays as fitted)
@@ -626,6 +668,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             noise=self.noise_,
             class_index=result.class_index,
             strategy=strategy.name,
+            smoothing=self._smoothing(strategy),
             abstain_label=self._abstain_label(),
             time=result.time,
             n_draws=result.n_draws,
@@ -643,7 +686,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """The memory that makes ``strategy``'s certificates sound, or None.
 
         Part of the fitted state: one memory per data-dependent smoothing of
-        the fitted network, in ``memories_`` under :meth:`_memory_key`, so it
+        the fitted network, in ``memories_`` under :meth:`_smoothing`, so it
         persists across calls, pickling and strategy switches (every answer
         given must constrain later ones) and only ``fit`` clears it.
         """
@@ -662,24 +705,21 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             # the user's own instance, state included (pickled with the estimator)
             self.memory_ = self.memory
             return self.memory_
-        key = self._memory_key(strategy)
+        key = self._smoothing(strategy)
         if key not in self.memories_:
             self.memories_[key] = MemoryCertifier()
         self.memory_ = self.memories_[key]
         return self.memory_
 
-    def _memory_key(self, strategy):
-        """What identifies one data-dependent smoothing: never an object's identity.
+    def _smoothing(self, strategy):
+        """The smoothing ``strategy`` runs on this classifier, written whole.
 
-        The strategy's name and parameters (``repr`` of each, exact for
-        numbers), the noise family and ``sigma`` (the isotropic start).
+        Strategy and parameters by value, noise family and ``sigma`` (the
+        isotropic start): :func:`~smoothlearn.strategies.describe_smoothing`.
+        It keys ``memories_`` (never an object's identity, never how a value
+        prints) and is what certificates record.
         """
-        return (
-            strategy.name,
-            params_repr(strategy),
-            self.noise_.name,
-            repr(float(self.sigma)),
-        )
+        return describe_smoothing(strategy, self.noise_, self.sigma)
 
     def _estimation_counts(self, X):
         X_flat = self._validate_X(X)
@@ -767,6 +807,24 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def _smoothing_of_old_key(key):
+    """The smoothing an earlier version's memory key stood for, or None."""
+    try:
+        name, params, noise, sigma = key
+        # the reprs were written by this library into the pickle being loaded
+        # (which could run any code anyway): numbers, strings, None, strategies
+        namespace = {cls.__name__: cls for cls in STRATEGIES.values()}
+        namespace.update(np=np, inf=np.inf, nan=np.nan)
+        values = {
+            param: eval(text, {"__builtins__": {}}, namespace)  # noqa: S307
+            for param, text in params
+        }
+        strategy = STRATEGIES[name](**values)
+        return describe_smoothing(strategy, get_noise(noise), float(sigma))
+    except Exception:  # any key this function cannot read: the caller warns
+        return None
 
 
 def _flatten_images(X):

@@ -3,8 +3,10 @@
 Columns ``idx label predict radius correct time`` as in Cohen's logs (``label``
 the true label, ``predict`` the smoothed prediction, ``time`` a
 ``datetime.timedelta`` string), then smoothlearn's extra columns
-``proxy_radius abstained strategy n_draws`` (``n_draws``: the estimation
-draws behind the input's bound, -1 where unknown). Floats are written with
+``proxy_radius abstained strategy n_draws smoothing`` (``n_draws``: the
+estimation draws behind the input's bound, -1 where unknown; ``smoothing``:
+the smoothing written whole, strategy with its parameters, noise family and
+sigma, as ``Certificates.smoothing``). Floats are written with
 ``repr`` so a log reads back exactly.
 """
 
@@ -27,6 +29,7 @@ COLUMNS = (
     "abstained",
     "strategy",
     "n_draws",
+    "smoothing",
 )
 
 
@@ -42,6 +45,8 @@ class CertificateLog:
     strategy : ndarray of str
     n_draws : ndarray of int
         Estimation draws behind each bound (-1 where the log does not say).
+    smoothing : ndarray of str
+        The smoothing of each row written whole ('' where the log does not say).
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class CertificateLog:
         time,
         strategy,
         n_draws=None,
+        smoothing=None,
     ):
         self.idx = np.asarray(idx, dtype=np.int64)
         self.y_true = np.asarray(y_true)
@@ -70,6 +76,9 @@ class CertificateLog:
             np.full(len(self.idx), -1, dtype=np.int64)
             if n_draws is None
             else np.asarray(n_draws, dtype=np.int64)
+        )
+        self.smoothing = np.asarray(
+            [""] * len(self.idx) if smoothing is None else smoothing, dtype=str
         )
 
     def __len__(self):
@@ -107,7 +116,16 @@ def _parse_labels(values):
 
 
 def format_log_row(
-    i, y_true, label, abstained, radius, proxy_radius, time, strategy, n_draws
+    i,
+    y_true,
+    label,
+    abstained,
+    radius,
+    proxy_radius,
+    time,
+    strategy,
+    n_draws,
+    smoothing="",
 ):
     """One TSV line of a certificate log (no trailing newline)."""
     correct = int((not abstained) and label == y_true)
@@ -123,6 +141,7 @@ def format_log_row(
             str(int(abstained)),
             str(strategy),
             str(int(n_draws)),
+            str(smoothing),
         ]
     )
 
@@ -144,8 +163,10 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
     if y_true.shape != (n,):
         raise ValueError(f"y_true has {len(y_true)} labels for {n} certificates.")
     idx = np.arange(n) if idx is None else np.asarray(idx)
-    strategy = getattr(certificates, "strategy", "")
-    strategies = np.broadcast_to(np.asarray(strategy, dtype=object), (n,))
+    strategies, smoothings = (
+        np.broadcast_to(np.asarray(getattr(certificates, name, ""), dtype=object), (n,))
+        for name in ("strategy", "smoothing")
+    )
     n_draws = getattr(certificates, "n_draws", np.full(n, -1))
     lines = ["\t".join(COLUMNS)]
     for i in range(n):
@@ -160,6 +181,7 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
                 certificates.time[i],
                 strategies[i],
                 n_draws[i],
+                smoothings[i],
             )
         )
     text = "\n".join(lines) + "\n"
@@ -215,4 +237,5 @@ def read_certificates_tsv(file):
         time=[_parse_time(v) for v in columns["time"]],
         strategy=columns.get("strategy", [""] * len(body)),
         n_draws=[int(v) for v in columns["n_draws"]] if "n_draws" in columns else None,
+        smoothing=columns.get("smoothing"),
     )

@@ -2,7 +2,11 @@
 
 import numpy as np
 
-from ._certified import average_certified_radius, certified_accuracy
+from ._certified import (
+    average_certified_radius,
+    certified_accuracy,
+    certified_accuracy_curve,
+)
 
 __all__ = [
     "CertifiedAccuracyDisplay",
@@ -132,8 +136,6 @@ class CertifiedAccuracyDisplay:
         -------
         CertifiedAccuracyDisplay
         """
-        from ._certified import certified_accuracy_curve
-
         curves = {
             name: certified_accuracy_curve(y_true, cert, proxy=proxy)
             for name, cert in _as_mapping(certificates).items()

@@ -6,7 +6,8 @@ parameters (reachable as ``strategy__<param>`` from the estimator).
 
 from sklearn.base import clone
 
-from ._base import BaseStrategy, StartsFromIsotropic
+from ._base import BaseStrategy, describe_smoothing
+from ._from_isotropic import StartsFromIsotropic
 from .ancer import ANCER
 from .cohen import Cohen
 from .isotropic_dd import IsotropicDD
@@ -27,6 +28,7 @@ __all__ = [
     "UCANInput",
     "UCANPattern",
     "UCANUniversal",
+    "describe_smoothing",
     "get_strategy",
 ]
 

@@ -8,20 +8,68 @@ fitted network (:meth:`BaseStrategy.attach`), and answers, block by block at
 certification time, the scale of each input (:meth:`BaseStrategy.scales`).
 """
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..utils._deprecation import RenamedParamsMixin
-from ._soft import better_of
+from ..utils._deprecation import DEPRECATED, RenamedParamsMixin
 
-__all__ = ["BaseStrategy", "StartsFromIsotropic", "params_repr"]
+__all__ = ["BaseStrategy", "describe_smoothing", "describe_value"]
 
 
-def params_repr(strategy, skip=()):
-    """A strategy's parameters but ``skip`` as sorted ``(name, repr)`` pairs:
-    exact for numbers, so fit for keys."""
-    params = sorted(strategy.get_params(deep=False).items())
-    return tuple((name, repr(value)) for name, value in params if name not in skip)
+def describe_value(value):
+    """A parameter's value written by what it is, not by how it prints.
+
+    Numbers by value whatever their type (``2``, ``2.0``, ``np.int64(2)`` and
+    ``np.float32(2)`` are all ``'2'``; a float is written exactly, with
+    ``repr``), strategies by :meth:`BaseStrategy.describe`, sequences and
+    arrays element by element, anything else by its type and ``repr``.
+    scikit-learn's display settings (``print_changed_only``) change nothing.
+    Two values with one description run the same: the description keys
+    memories and start caches.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return repr(bool(value))
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        value = float(value)
+        if not np.isfinite(value):
+            return repr(value)
+        if value != int(value):
+            return repr(value)
+        value = int(value)
+    if isinstance(value, Integral):
+        return str(int(value))
+    if hasattr(value, "describe"):  # a strategy, or what stands for one
+        return value.describe()
+    if value is None or isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return (
+            "["
+            + ", ".join(describe_value(v) for v in np.ravel(value))
+            + "]"
+            + (f"{np.shape(value)}" if np.ndim(value) > 1 else "")
+        )
+    # anything else (a user's own object) by its type and repr
+    return f"{type(value).__qualname__}:{value!r}"
+
+
+def describe_smoothing(strategy, family, sigma):
+    """One smoothing, written whole: strategy with its parameters, family, sigma.
+
+    What certificates record (``Certificates.smoothing``, TSV logs, the command
+    line's summary) and what keys the estimator's memories: two settings with
+    one description run the same smoothing and share one memory.
+
+    Examples
+    --------
+    >>> from smoothlearn.noise import get_noise
+    >>> from smoothlearn.strategies import Cohen
+    >>> describe_smoothing(Cohen(), get_noise("gaussian"), 0.25)
+    'cohen() gaussian sigma=0.25'
+    """
+    return f"{strategy.describe()} {family.name} sigma={describe_value(sigma)}"
 
 
 class BaseStrategy(RenamedParamsMixin, BaseEstimator):
@@ -60,6 +108,37 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
     certification_params = ()
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}
+
+    def smoothing_params(self):
+        """The parameters as the engine runs them.
+
+        Renamed parameters given under their old name stand under their new
+        one (the old name is dropped); subclasses resolve defaults that stand
+        for another value (``isotropic=None``).
+        """
+        params = self.get_params(deep=False)
+        for old, new in self._renamed_params.items():
+            if params.pop(old) != DEPRECATED:
+                params[new] = getattr(self, old)
+        return params
+
+    def describe(self, skip=()):
+        """The strategy's name and parameters but ``skip``, by value.
+
+        ``name(param=value, ...)``, sorted, each value by
+        :func:`describe_value`; a subclass is named by its class as well.
+        """
+        params = self.smoothing_params()
+        body = ", ".join(
+            f"{name}={describe_value(params[name])}"
+            for name in sorted(params)
+            if name not in skip
+        )
+        name = self.name
+        from_class = type(self).__dict__.get("name") == name
+        if not from_class:  # a user's subclass: its own behaviour, its own key
+            name = f"{name}<{type(self).__module__}.{type(self).__qualname__}>"
+        return f"{name}({body})"
 
     def check(self, family, input_shape=None):
         """Validate the parameters, the noise family and the input shape."""
@@ -124,86 +203,3 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
 
     def attach(self, net):
         """Take what certification needs from the fitted network (nothing here)."""
-
-
-class StartsFromIsotropic(BaseStrategy):
-    """Base of the strategies started from the isotropic data-dependent solution.
-
-    ANCER, RANCER and RDDRS hold an ``isotropic`` parameter (an
-    :class:`~smoothlearn.strategies.IsotropicDD`, its defaults when None)
-    whose per-input sigma is their start (``sigma_start`` of their
-    ``optimise``) and floor.
-    """
-
-    def check(self, family, input_shape=None):
-        super().check(family, input_shape)
-        self._isotropic().check(family, input_shape)
-
-    _renamed_params = {"n_samples": "n_draws"}
-
-    def _isotropic(self):
-        # imported here: IsotropicDD is itself a strategy built on this module
-        from .isotropic_dd import IsotropicDD
-
-        return IsotropicDD() if self.isotropic is None else self.isotropic
-
-    def optimisation_rows(self):
-        """Optimisation-bank rows one call of ``optimise`` uses."""
-        return self.n_iter * self._param("n_draws")
-
-    def keep_best(
-        self, network, X, answer, *, sigma, sigma_start, family, bank, offset, p_max
-    ):
-        """``answer`` or, per input, an isotropic start where that looks better.
-
-        The candidates are the estimator's ``sigma`` (Cohen's smoothing), the
-        isotropic data-dependent ``sigma_start`` and the optimised ``answer``,
-        each in ``answer``'s form, scored by the strategy's own objective
-        ``gap * (gm(S) + kappa * min(S))`` with the gap of the top vote share
-        (capped at ``p_max``) on ``compare_draws`` fresh optimisation-bank
-        rows from ``offset`` (:func:`._soft.better_of`). So
-        the certificate is never worse than its start's, up to Monte Carlo
-        error; ``compare_draws=0`` returns ``answer`` (the paper's method).
-        """
-        if not self.compare_draws:
-            return answer
-
-        def isotropic(values):
-            values = np.asarray(values, dtype=np.float64)
-            out = {"scale": np.repeat(values[:, None], answer["scale"].shape[1], 1)}
-            if "basis" in answer:
-                out["basis"], out["scale_rest"] = answer["basis"], values
-            return out
-
-        d = X.shape[1]
-        candidates = [
-            isotropic(np.full(len(X), float(sigma))),
-            isotropic(sigma_start),
-            answer,
-        ]
-        chosen, _ = better_of(
-            network,
-            X,
-            candidates,
-            lambda gap, s: gap * (s.geometric_mean(d) + self.kappa * s.smallest()),
-            family=family,
-            bank=bank,
-            offset=offset,
-            n_draws=self.compare_draws,
-            p_max=p_max,
-        )
-        return chosen
-
-    def isotropic_start(self, network, X, *, sigma, family, bank, p_max):
-        """Validate; the isotropic sigma of each input and the bank rows it used."""
-        self._validate_params()
-        isotropic = self._isotropic()
-        isotropic._validate_params()
-        # imported here: the start cache keys optimisers by this module's
-        # params_repr
-        from ._starts import isotropic_start
-
-        sigma_start = isotropic_start(
-            isotropic, network, X, sigma, family=family, bank=bank, p_max=p_max
-        )
-        return sigma_start, isotropic.optimisation_rows()

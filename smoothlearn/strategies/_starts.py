@@ -9,7 +9,8 @@ same network and noise bank again and again, and would recompute the same
 start each time. :func:`isotropic_start` keeps the answers of the last
 :data:`MAX_STARTS` blocks, keyed by everything the answer depends on:
 
-* the optimiser's class, its ``optimise`` function and its parameters;
+* the optimiser's class, its ``optimise`` function and its parameters (by
+  value, :meth:`~smoothlearn.strategies.BaseStrategy.describe`);
 * the network's weights and buffers (a digest), class, input shape, device
   and output map, so a refit or an in-place update is a new key;
 * the block's inputs (a digest of their bytes), ``sigma``, the noise family,
@@ -26,7 +27,6 @@ from collections import OrderedDict
 import numpy as np
 
 from .._checkpoint import network_digest, row_digest
-from ._base import params_repr
 
 __all__ = ["isotropic_start"]
 
@@ -44,7 +44,7 @@ def isotropic_start(optimiser, network, X, sigma, *, family, bank, p_max):
         type(optimiser),
         # the function that would run (a patched class or instance is new)
         getattr(optimiser.optimise, "__func__", optimiser.optimise),
-        params_repr(optimiser),
+        optimiser.describe(),
         # the weights and buffers, and how the engine reads the module
         network_digest(network.module),
         type(network.module),

@@ -7,7 +7,7 @@ import torch
 
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval
-from ._base import StartsFromIsotropic
+from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,

@@ -7,8 +7,8 @@ import torch
 from ..regions import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._base import StartsFromIsotropic
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
+from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,

@@ -6,8 +6,8 @@ import torch
 
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._base import StartsFromIsotropic
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
+from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
