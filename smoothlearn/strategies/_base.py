@@ -118,7 +118,8 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
         """
         params = self.get_params(deep=False)
         for old, new in self._renamed_params.items():
-            if params.pop(old) != DEPRECATED:
+            # (a subclass may drop the old name from its own __init__)
+            if params.pop(old, DEPRECATED) != DEPRECATED:
                 params[new] = getattr(self, old)
         return params
 
