@@ -6,6 +6,7 @@ smoothed predictions come with certified regions.
 
 from .estimators import MemoryCertifier, SmoothedClassifier
 from .noise import get_noise
+from .pipeline import certify_estimator
 from .regions import Certificates
 from .strategies import BaseStrategy, Cohen
 
@@ -18,5 +19,6 @@ __all__ = [
     "MemoryCertifier",
     "SmoothedClassifier",
     "__version__",
+    "certify_estimator",
     "get_noise",
 ]

@@ -19,6 +19,12 @@ is stored compactly, in one of three forms shared by all rows:
 ``gap`` and the scale always describe the region as finally certified, after
 any reduction by the memory (a reduced region is a ball, stored as an
 isotropic scale in the same form).
+
+Certificates made through preprocessing ``y = A x + b`` (a scaler or PCA in a
+pipeline, :func:`smoothlearn.pipeline.certify_estimator`) keep that region in
+the classifier's space and ``A`` beside it (``input_map``): the region in the
+units of the input is its preimage ``{x_i + delta : A delta in region_i - y_i}``,
+and ``radius``, ``proxy_radius`` and ``contains`` speak of the preimage.
 """
 
 import numbers
@@ -50,6 +56,12 @@ def with_abstentions(labels, abstained, abstain_label):
     out = labels.astype(dtype, copy=True)
     out[abstained] = abstain_label
     return out
+
+
+def _same_map(a, b):
+    return (a is None and b is None) or (
+        a is not None and b is not None and np.array_equal(a, b)
+    )
 
 
 def _as_rows(idx, n):
@@ -227,6 +239,17 @@ class Certificates:
         Estimation draws behind each row's bound: the estimator's ``n``, or
         fewer with input-specific sizes or a sequential decision (-1 where
         unknown).
+    input_map : ndarray of shape (n_features,) or (n_features, n_input_features), \
+            default=None
+        The linear part ``A`` of the preprocessing ``y = A x + b`` between the
+        user's input ``x`` and the classifier's ``y`` (a diagonal as a vector):
+        ``radius``, ``proxy_radius`` and ``contains`` are then in the input's
+        units. None: the classifier's space is the input's.
+    input_center : ndarray of shape (n_samples, n_input_features), default=None
+        The user's inputs ``x`` (with ``input_map``); ``center`` holds ``A x + b``.
+    space : {'input', 'classifier'}, default='input'
+        The units of ``radius`` and ``proxy_radius``: the input's, or (after a
+        preprocessing step that is not a known affine map) the classifier's.
 
     Attributes
     ----------
@@ -234,11 +257,19 @@ class Certificates:
         Norm of the certified regions.
     radius : ndarray of shape (n_samples,)
         Radius of the largest ball (in ``norm``) inside each region: ``c * gap *
-        smallest scale``; 0 where abstained.
+        smallest scale``; 0 where abstained. With ``input_map`` ``A``, the
+        largest ball of the input's units inside the preimage: ``c * gap /
+        ||S^-1 A||`` (the operator norm of ``norm``; ``c * gap * min_j s_j /
+        |a_j|`` for diagonal ``S`` and ``A``), exact.
     proxy_radius : ndarray of shape (n_samples,)
         ``c * gap`` times the geometric mean of the scale (the n-th root of the
         region's volume up to the unit ball's): the proxy radius of ANCER and
-        RANCER and UCAN's ALM; 0 where abstained.
+        RANCER and UCAN's ALM; 0 where abstained. With ``input_map`` ``A``
+        (``k`` rows of full rank), the same of the preimage: the classifier's
+        proxy radius over ``(prod_j sigma_j(A))^(1/k)``. Where ``A`` drops
+        directions (PCA with ``k`` below the input's features) the preimage is
+        unbounded along them and this is the proxy radius of its cross-section
+        in the ``k`` directions ``A`` keeps (``radius`` stays finite and sound).
     """
 
     def __init__(
@@ -260,6 +291,9 @@ class Certificates:
         time=None,
         n_draws=None,
         abstain_label=-1,
+        input_map=None,
+        input_center=None,
+        space="input",
     ):
         n = len(label)
         self.label = np.asarray(label)
@@ -290,6 +324,15 @@ class Certificates:
             if n_draws is None
             else np.asarray(n_draws, dtype=np.int64)
         )
+        self.input_map = (
+            None if input_map is None else np.asarray(input_map, dtype=np.float64)
+        )
+        self.input_center = (
+            None
+            if input_center is None
+            else np.asarray(input_center, dtype=np.float64).reshape(n, -1)
+        )
+        self.space = space
         self._check_consistent()
 
     def _check_consistent(self):
@@ -320,6 +363,24 @@ class Certificates:
                 raise ValueError("a rotated scale needs scale_rest of shape (n,)")
         if self.noise != "gaussian" and self.basis is not None:
             raise ValueError("l1 families support isotropic and diagonal scales only")
+        if self.space not in ("input", "classifier"):
+            raise ValueError(
+                f"space must be 'input' or 'classifier'; got {self.space!r}"
+            )
+        if (self.input_map is None) != (self.input_center is None):
+            raise ValueError("input_map and input_center go together")
+        if self.input_map is not None:
+            a = self.input_map
+            if a.ndim not in (1, 2) or a.shape[0] != self.n_features:
+                raise ValueError(
+                    "input_map must be (n_features,) or (n_features, n_input_features)"
+                )
+            if self.input_center.shape[1] != (
+                a.shape[1] if a.ndim == 2 else a.shape[0]
+            ):
+                raise ValueError("input_center must have n_input_features columns")
+            if self.space != "input":
+                raise ValueError("certificates with an input_map are in input units")
 
     # ------------------------------------------------------------------ sizes
     def __len__(self):
@@ -360,14 +421,59 @@ class Certificates:
         return self.scales.geometric_mean(self.n_features)
 
     @property
+    def n_input_features(self):
+        """Features of the user's input (``n_features`` without ``input_map``)."""
+        return (
+            self.n_features if self.input_center is None else self.input_center.shape[1]
+        )
+
+    @property
     def radius(self):
-        return np.where(self.abstained, 0.0, self.c * self.gap * self.min_scale)
+        if self.input_map is None:
+            smallest = self.min_scale
+        else:
+            smallest = 1.0 / self._inverse_scale_map_norm()
+        return np.where(self.abstained, 0.0, self.c * self.gap * smallest)
 
     @property
     def proxy_radius(self):
-        return np.where(
-            self.abstained, 0.0, self.c * self.gap * self.geometric_mean_scale
-        )
+        mean = self.geometric_mean_scale
+        if self.input_map is not None:
+            a = self.input_map
+            stretch = np.abs(a) if a.ndim == 1 else np.linalg.svd(a, compute_uv=False)
+            mean = mean / np.exp(np.mean(np.log(stretch)))
+        return np.where(self.abstained, 0.0, self.c * self.gap * mean)
+
+    def _inverse_scale_map_norm(self):
+        """``||S_i^-1 A||`` per row, in the operator norm of ``norm``.
+
+        Isotropic ``S``: ``||A|| / s_i``. Diagonal ``S`` and diagonal ``A``:
+        ``max_j |a_j| / s_j`` in both norms. Otherwise the dense ``k x d``
+        matrix per row: its largest singular value (l2) or largest column sum
+        (l1).
+        """
+        a, scales = self.input_map, self.scales
+        if scales.kind == "isotropic":  # ||A|| / s_i
+            if a.ndim == 1:
+                base = np.abs(a).max()
+            elif self.norm == "l2":
+                base = np.linalg.norm(a, 2)
+            else:
+                base = np.abs(a).sum(axis=0).max()
+            return base / scales.values
+        if a.ndim == 1 and scales.kind != "rotated":
+            s = np.broadcast_to(
+                scales.values.reshape(len(self), -1), (len(self), self.n_features)
+            )
+            return (np.abs(a)[None] / s).max(axis=1)
+        dense = np.diag(a) if a.ndim == 1 else a
+        out = np.empty(len(self))
+        for i in range(len(self)):
+            m = scales.apply(i, dense.T, power=-1.0).T  # S_i^-1 A, (k, d)
+            out[i] = (
+                np.linalg.norm(m, 2) if self.norm == "l2" else np.abs(m).sum(0).max()
+            )
+        return out
 
     def scale_matrix(self, i):
         """The dense ``(n_features, n_features)`` scale ``S`` of row ``i``.
@@ -388,9 +494,9 @@ class Certificates:
         ----------
         i : int
             Row index.
-        delta : array-like of shape (n_features,) or (m, n_features)
-            Perturbation(s); any shape that flattens to whole rows of
-            ``n_features``.
+        delta : array-like of shape (n_input_features,) or (m, n_input_features)
+            Perturbation(s) of the input, in its units; any shape that
+            flattens to whole rows of ``n_input_features``.
 
         Returns
         -------
@@ -399,8 +505,11 @@ class Certificates:
         """
         i = int(_as_rows(i, len(self))[0])
         delta = np.asarray(delta, dtype=np.float64)
-        single = delta.size == self.n_features
-        delta = delta.reshape(-1, self.n_features)
+        single = delta.size == self.n_input_features
+        delta = delta.reshape(-1, self.n_input_features)
+        if self.input_map is not None:  # into the classifier's space
+            a = self.input_map
+            delta = delta * a if a.ndim == 1 else delta @ a.T
         ord_ = 2 if self.norm == "l2" else 1
         dist = np.linalg.norm(self.inverse_scale_apply(i, delta), ord=ord_, axis=1)
         inside = (~self.abstained[i]) & (dist <= self.c * self.gap[i])
@@ -420,6 +529,7 @@ class Certificates:
         "class_index",
         "time",
         "n_draws",
+        "input_center",
     )
 
     def _fields(self, rows=None):
@@ -437,12 +547,13 @@ class Certificates:
             "strategy": self.strategy,
             "smoothing": self.smoothing,
             "abstain_label": self.abstain_label,
+            "input_map": self.input_map,
+            "space": self.space,
         }
 
     def _replace(self, **changes):
-        fields = self._fields()
-        fields.update(changes)
-        return Certificates(**self._meta(), **fields)
+        """A copy with ``changes`` to any fields, per row or not."""
+        return Certificates(**{**self._meta(), **self._fields(), **changes})
 
     def __getitem__(self, idx):
         rows = _as_rows(idx, len(self))
@@ -473,6 +584,11 @@ class Certificates:
                 raise ValueError(
                     "can only concatenate certificates of one noise family, "
                     "scale form and dimension"
+                )
+            if p.space != first.space or not _same_map(p.input_map, first.input_map):
+                raise ValueError(
+                    "can only concatenate certificates in the same units "
+                    "(space and input_map)"
                 )
         fields = {}
         for name in cls._row_fields:

@@ -350,6 +350,27 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         return params
 
     def set_params(self, **params):
+        """Set parameters; ``strategy__<name>`` works with a strategy given by name.
+
+        scikit-learn's nested parameters reach an object's own parameters.
+        For ``strategy`` (and ``training``) given by name, ``strategy__kappa=3``
+        first makes the name's object with its defaults (``'ancer'`` ->
+        ``ANCER()``) and sets ``kappa`` on it, so ``GridSearchCV(clf,
+        {"strategy__kappa": [1, 2]})`` and, through a pipeline,
+        ``smoothedclassifier__strategy__kappa`` work. Invalid parameters raise
+        before anything is set.
+        """
+        for name, resolve in (("strategy", get_strategy), ("training", get_training)):
+            prefix = f"{name}__"
+            nested = {
+                k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)
+            }
+            current = params.get(name, getattr(self, name))
+            if nested and isinstance(current, str):
+                # a fresh object of the name's defaults (its set_params checks
+                # the names), then the nested values on it
+                params = {k: v for k, v in params.items() if not k.startswith(prefix)}
+                params[name] = resolve(current).set_params(**nested)
         network = {k: v for k, v in params.items() if is_network_param(k)}
         for name, value in network.items():
             setattr(self, name, value)

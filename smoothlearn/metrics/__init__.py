@@ -15,6 +15,7 @@ from ._report import (
     certified_accuracy_table,
 )
 from ._scorers import (
+    CertificateMetricScorer,
     CertificateScorer,
     SequentialCertifiedAccuracy,
     acr_scorer,
@@ -26,6 +27,7 @@ from ._scorers import (
 
 __all__ = [
     "CertificateLog",
+    "CertificateMetricScorer",
     "CertificateScorer",
     "CertifiedAccuracyDisplay",
     "SequentialCertifiedAccuracy",

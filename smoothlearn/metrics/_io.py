@@ -3,10 +3,11 @@
 Columns ``idx label predict radius correct time`` as in Cohen's logs (``label``
 the true label, ``predict`` the smoothed prediction, ``time`` a
 ``datetime.timedelta`` string), then smoothlearn's extra columns
-``proxy_radius abstained strategy n_draws smoothing`` (``n_draws``: the
+``proxy_radius abstained strategy n_draws smoothing space`` (``n_draws``: the
 estimation draws behind the input's bound, -1 where unknown; ``smoothing``:
 the smoothing written whole, strategy with its parameters, noise family and
-sigma, as ``Certificates.smoothing``). Floats are written with
+sigma, as ``Certificates.smoothing``; ``space``: the units of the radii,
+``input`` or ``classifier``, as ``Certificates.space``). Floats are written with
 ``repr`` so a log reads back exactly.
 """
 
@@ -30,6 +31,7 @@ COLUMNS = (
     "strategy",
     "n_draws",
     "smoothing",
+    "space",
 )
 
 
@@ -47,6 +49,9 @@ class CertificateLog:
         Estimation draws behind each bound (-1 where the log does not say).
     smoothing : ndarray of str
         The smoothing of each row written whole ('' where the log does not say).
+    space : ndarray of str
+        The units of each row's radii, ``'input'`` or ``'classifier'``
+        (``'input'`` where the log does not say).
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class CertificateLog:
         strategy,
         n_draws=None,
         smoothing=None,
+        space=None,
     ):
         self.idx = np.asarray(idx, dtype=np.int64)
         self.y_true = np.asarray(y_true)
@@ -79,6 +85,9 @@ class CertificateLog:
         )
         self.smoothing = np.asarray(
             [""] * len(self.idx) if smoothing is None else smoothing, dtype=str
+        )
+        self.space = np.asarray(
+            ["input"] * len(self.idx) if space is None else space, dtype=str
         )
 
     def __len__(self):
@@ -126,6 +135,7 @@ def format_log_row(
     strategy,
     n_draws,
     smoothing="",
+    space="input",
 ):
     """One TSV line of a certificate log (no trailing newline)."""
     correct = int((not abstained) and label == y_true)
@@ -142,6 +152,7 @@ def format_log_row(
             str(strategy),
             str(int(n_draws)),
             str(smoothing),
+            str(space),
         ]
     )
 
@@ -167,6 +178,8 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
         np.broadcast_to(np.asarray(getattr(certificates, name, ""), dtype=object), (n,))
         for name in ("strategy", "smoothing")
     )
+    space = getattr(certificates, "space", "input")
+    spaces = np.broadcast_to(np.asarray(space, dtype=object), (n,))
     n_draws = getattr(certificates, "n_draws", np.full(n, -1))
     lines = ["\t".join(COLUMNS)]
     for i in range(n):
@@ -182,6 +195,7 @@ def write_certificates_tsv(file, certificates, y_true, *, idx=None):
                 strategies[i],
                 n_draws[i],
                 smoothings[i],
+                spaces[i],
             )
         )
     text = "\n".join(lines) + "\n"
@@ -238,4 +252,5 @@ def read_certificates_tsv(file):
         strategy=columns.get("strategy", [""] * len(body)),
         n_draws=[int(v) for v in columns["n_draws"]] if "n_draws" in columns else None,
         smoothing=columns.get("smoothing"),
+        space=columns.get("space"),
     )

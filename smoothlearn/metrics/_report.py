@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ..pipeline import certify_estimator
 from ._certified import (
     average_certified_radius,
     certified_accuracy,
@@ -107,6 +108,10 @@ class CertifiedAccuracyDisplay:
     ----------
     curves : dict of str to (radii, accuracy)
     proxy : bool
+    space : {'input', 'classifier'}, default='input'
+        The units of the radii (``Certificates.space``): the input's, or the
+        classifier's after preprocessing that is not a known affine map (the
+        axis says so).
 
     Attributes
     ----------
@@ -115,9 +120,10 @@ class CertifiedAccuracyDisplay:
     lines_ : dict of str to matplotlib Line2D
     """
 
-    def __init__(self, curves, *, proxy=False):
+    def __init__(self, curves, *, proxy=False, space="input"):
         self.curves = curves
         self.proxy = proxy
+        self.space = space
 
     @classmethod
     def from_certificates(cls, y_true, certificates, *, proxy=False, ax=None):
@@ -136,11 +142,24 @@ class CertifiedAccuracyDisplay:
         -------
         CertifiedAccuracyDisplay
         """
+        certificates = _as_mapping(certificates)
         curves = {
             name: certified_accuracy_curve(y_true, cert, proxy=proxy)
-            for name, cert in _as_mapping(certificates).items()
+            for name, cert in certificates.items()
         }
-        return cls(curves, proxy=proxy).plot(ax=ax)
+        # a Certificates' space, or a log's per row
+        spaces = {
+            str(space)
+            for cert in certificates.values()
+            for space in np.atleast_1d(getattr(cert, "space", "input"))
+        }
+        if len(spaces) > 1:
+            raise ValueError(
+                "certificates in the input's units and in the classifier's space "
+                "cannot share one axis"
+            )
+        space = spaces.pop() if spaces else "input"
+        return cls(curves, proxy=proxy, space=space).plot(ax=ax)
 
     @classmethod
     def from_estimator(cls, estimator, X, y, *, name=None, proxy=False, ax=None):
@@ -148,8 +167,10 @@ class CertifiedAccuracyDisplay:
 
         Parameters
         ----------
-        estimator : SmoothedClassifier or dict of str to SmoothedClassifier
-            Fitted; a dict draws one curve per entry.
+        estimator : estimator or dict of str to estimator
+            Fitted: a SmoothedClassifier, a pipeline ending in one or a fitted
+            search (certified by :func:`smoothlearn.pipeline.certify_estimator`,
+            in ``X``'s units where it can); a dict draws one curve per entry.
         X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
         y : array-like of shape (n_samples,)
         name : str, default=None
@@ -163,9 +184,11 @@ class CertifiedAccuracyDisplay:
         CertifiedAccuracyDisplay
         """
         if isinstance(estimator, dict):
-            certificates = {key: est.certify(X) for key, est in estimator.items()}
+            certificates = {
+                key: certify_estimator(est, X) for key, est in estimator.items()
+            }
         else:
-            certified = estimator.certify(X)
+            certified = certify_estimator(estimator, X)
             certificates = {name or certified.strategy or "certificates": certified}
         return cls.from_certificates(y, certificates, proxy=proxy, ax=ax)
 
@@ -216,7 +239,10 @@ class CertifiedAccuracyDisplay:
         self.lines_ = {}
         for name, (radii, acc) in self.curves.items():
             (self.lines_[name],) = ax.step(radii, acc, where="post", label=str(name))
-        ax.set_xlabel("proxy radius" if self.proxy else "radius")
+        label = "proxy radius" if self.proxy else "radius"
+        if self.space == "classifier":
+            label += " (in the classifier's space)"
+        ax.set_xlabel(label)
         ax.set_ylabel("certified accuracy")
         ax.set_ylim(0, 1.02)
         ax.set_xlim(left=0)

@@ -1,23 +1,32 @@
 """Scorers for model selection: ``scoring=`` in GridSearchCV and cross_validate.
 
-The scorers are scikit-learn's own (:func:`sklearn.metrics.make_scorer`) with
-``certify`` as the response method: a scorer certifies ``X`` with the
-estimator of the current fold and applies one metric to the certificates. In
-a multimetric ``scoring`` dict scikit-learn then calls ``certify`` once per
-(estimator, X) and hands the same certificates to every scorer, so three
-certificate scorers cost one certification. Nothing is kept between calls,
-so nothing leaks across folds.
+A scorer certifies ``X`` with the estimator of the current fold through
+:func:`smoothlearn.pipeline.certify_estimator` (a smoothed classifier, a
+pipeline ending in one, a fitted search over either; radii in the units of
+``X`` behind known affine steps) and applies one metric to the certificates.
+The scorers are scikit-learn scorers (``_BaseScorer``): in a multimetric
+``scoring`` dict scikit-learn hands every scorer the response of one call per
+(estimator, X), so three certificate scorers cost one certification. Nothing
+is kept between calls, so nothing leaks across folds. An estimator that ends
+in no smoothed classifier raises a TypeError naming it.
 """
 
 import warnings
 from numbers import Real
 
-from sklearn.metrics import make_scorer
+from sklearn.base import BaseEstimator
 
+# scikit-learn's scorer base class: the one way for scorers of a scoring dict
+# to share a response (its multimetric scorer caches what ``_score`` asks its
+# method_caller for, per estimator and X)
+from sklearn.metrics._scorer import _BaseScorer
+
+from ..pipeline import certify_estimator
 from ..utils._sklearn_compat import Interval, validate_params
 from ._certified import average_certified_radius, certified_accuracy
 
 __all__ = [
+    "CertificateMetricScorer",
     "CertificateScorer",
     "SequentialCertifiedAccuracy",
     "acr_scorer",
@@ -27,17 +36,56 @@ __all__ = [
     "make_certificate_scorer",
 ]
 
-#: The response method of certificate scorers, as scikit-learn's scorers name
-#: it (a tuple: scikit-learn caches responses by it, so it must be hashable).
-CERTIFY = ("certify",)
+
+class _Certifying(BaseEstimator):
+    """``estimator`` seen through :func:`certify_estimator`: its ``certify``
+    is the response scikit-learn's scorers ask for (and share in a dict)."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+
+    def certify(self, X):
+        return certify_estimator(self.estimator, X)
+
+
+class CertificateMetricScorer(_BaseScorer):
+    """A scorer of a metric of certificates (made by :func:`make_certificate_scorer`).
+
+    ``scorer(estimator, X, y)`` is ``metric(y, certify_estimator(estimator, X),
+    **kwargs)``; in a scoring dict every such scorer shares one certification.
+
+    Parameters
+    ----------
+    metric : callable
+        ``metric(y_true, certificates, **kwargs) -> float``, greater is better.
+    kwargs : dict
+        Passed to ``metric``.
+    """
+
+    def __init__(self, metric, kwargs):
+        # scikit-learn's multimetric scorer counts each scorer's response
+        # method on the estimator to decide whether to cache: 'predict' is
+        # one every classifier and pipeline has; the certificates themselves
+        # are cached under 'certify' (_score)
+        super().__init__(metric, sign=1, kwargs=kwargs, response_method="predict")
+
+    def _score(self, method_caller, estimator, X, y_true, **kwargs):
+        certificates = method_caller(_Certifying(estimator), "certify", X)
+        return self._score_func(y_true, certificates, **{**self._kwargs, **kwargs})
+
+    def __repr__(self):
+        kwargs = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
+        return f"make_certificate_scorer({self._score_func.__name__}{kwargs})"
 
 
 def make_certificate_scorer(metric, **kwargs):
     """A scikit-learn scorer of a metric of certificates.
 
-    ``scorer(estimator, X, y)`` is ``metric(y, estimator.certify(X),
-    **kwargs)``. Scorers made here share one ``certify`` call per (estimator,
-    X) when they stand together in a ``scoring`` dict.
+    ``scorer(estimator, X, y)`` is ``metric(y, certify_estimator(estimator,
+    X), **kwargs)``: ``estimator`` may be a smoothed classifier, a pipeline
+    ending in one or a fitted search (:func:`smoothlearn.pipeline.certify_estimator`).
+    Scorers made here share one certification per (estimator, X) when they
+    stand together in a ``scoring`` dict.
 
     Parameters
     ----------
@@ -55,9 +103,9 @@ def make_certificate_scorer(metric, **kwargs):
     --------
     >>> from smoothlearn.metrics import certified_accuracy
     >>> make_certificate_scorer(certified_accuracy, radius=0.5)
-    make_scorer(certified_accuracy, response_method=('certify',), radius=0.5)
+    make_certificate_scorer(certified_accuracy, radius=0.5)
     """
-    return make_scorer(metric, response_method=CERTIFY, **kwargs)
+    return CertificateMetricScorer(metric, kwargs)
 
 
 def CertificateScorer(metric, **kwargs):  # noqa: N802 (the old class's name)
@@ -79,8 +127,9 @@ def CertificateScorer(metric, **kwargs):  # noqa: N802 (the old class's name)
 class SequentialCertifiedAccuracy:
     """Scorer of certified accuracy at a radius, decided sequentially.
 
-    ``scorer(estimator, X, y)`` is ``certified_accuracy(y, estimator.certify(X,
-    radius=radius), radius)``: each input spends only the draws that deciding
+    ``scorer(estimator, X, y)`` is ``certified_accuracy(y,
+    certify_estimator(estimator, X, radius=radius), radius)``: each input
+    spends only the draws that deciding
     "certified at ``radius``" needs (see ``SmoothedClassifier.certify``).
     Made by :func:`certified_accuracy_scorer`; a plain callable, so it works
     wherever scikit-learn takes ``scoring=``, alone or in a dict (where it
@@ -96,7 +145,7 @@ class SequentialCertifiedAccuracy:
         self.radius = radius
 
     def __call__(self, estimator, X, y_true):
-        certificates = estimator.certify(X, radius=self.radius)
+        certificates = certify_estimator(estimator, X, radius=self.radius)
         return certified_accuracy(y_true, certificates, self.radius)
 
     def __repr__(self):
@@ -137,8 +186,7 @@ def certified_accuracy_scorer(radius=0.0, *, proxy=False, sequential=True):
     >>> certified_accuracy_scorer(radius=0.5)
     certified_accuracy_scorer(radius=0.5)
     >>> certified_accuracy_scorer(radius=0.5, sequential=False)
-    make_scorer(certified_accuracy, response_method=('certify',), radius=0.5, \
-proxy=False)
+    make_certificate_scorer(certified_accuracy, radius=0.5, proxy=False)
     """
     if sequential and not proxy:
         return SequentialCertifiedAccuracy(float(radius))
