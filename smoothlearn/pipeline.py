@@ -204,7 +204,7 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
     for step in steps:
         Z = step.transform(Z)
     if not steps:
-        return classifier.certify(Z, radius=radius, checkpoint=checkpoint)
+        return _certify(classifier, Z, radius, checkpoint)
     a = _compose([affine_map(step) for step in steps])
     k = np.asarray(Z).reshape(len(Z), -1).shape[1]
     if a is None or not _full_row_rank(a, k):
@@ -221,16 +221,25 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
             ClassifierSpaceWarning,
             stacklevel=2,
         )
-        certificates = classifier.certify(Z, radius=radius, checkpoint=checkpoint)
+        certificates = _certify(classifier, Z, radius, checkpoint)
         return certificates._replace(space="classifier")
     if radius is not None:
         # ||Delta|| <= r in X's units moves y by at most ||A|| r: deciding at
         # ||A|| r in the classifier's space decides at r here (exactly for an
         # isotropic smoothing, soundly for the others)
         radius = float(radius) * _operator_norm(a, classifier.noise_.norm)
-    certificates = classifier.certify(Z, radius=radius, checkpoint=checkpoint)
+    certificates = _certify(classifier, Z, radius, checkpoint)
     X_flat = np.asarray(X, dtype=np.float64).reshape(len(certificates), -1)
     return certificates._replace(input_map=a, input_center=X_flat, space="input")
+
+
+def _certify(classifier, Z, radius, checkpoint):
+    """``classifier.certify(Z)`` with the options given (a user's class may
+    take none)."""
+    options = {"radius": radius, "checkpoint": checkpoint}
+    return classifier.certify(
+        Z, **{name: value for name, value in options.items() if value is not None}
+    )
 
 
 def _operator_norm(a, norm):
