@@ -38,6 +38,8 @@ from sklearn.preprocessing import (
 )
 from sklearn.utils.validation import check_is_fitted
 
+from .regions import operator_norm
+
 __all__ = [
     "ClassifierSpaceWarning",
     "Pipeline",
@@ -227,7 +229,7 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
         # ||Delta|| <= r in X's units moves y by at most ||A|| r: deciding at
         # ||A|| r in the classifier's space decides at r here (exactly for an
         # isotropic smoothing, soundly for the others)
-        radius = float(radius) * _operator_norm(a, classifier.noise_.norm)
+        radius = float(radius) * operator_norm(a, classifier.noise_.norm)
     certificates = _certify(classifier, Z, radius, checkpoint)
     X_flat = np.asarray(X, dtype=np.float64).reshape(len(certificates), -1)
     return certificates._replace(input_map=a, input_center=X_flat, space="input")
@@ -240,16 +242,6 @@ def _certify(classifier, Z, radius, checkpoint):
     return classifier.certify(
         Z, **{name: value for name, value in options.items() if value is not None}
     )
-
-
-def _operator_norm(a, norm):
-    """``||A||`` from the family's norm to itself (l2: spectral; l1: largest
-    column sum); a vector is a diagonal."""
-    if a.ndim == 1:
-        return float(np.abs(a).max())
-    if norm == "l2":
-        return float(np.linalg.norm(a, 2))
-    return float(np.abs(a).sum(axis=0).max())
 
 
 def _full_row_rank(a, k):

@@ -34,7 +34,7 @@ import torch
 
 from .noise import get_noise
 
-__all__ = ["Certificates", "Scale", "with_abstentions"]
+__all__ = ["Certificates", "Scale", "operator_norm", "with_abstentions"]
 
 
 def with_abstentions(labels, abstained, abstain_label):
@@ -56,6 +56,16 @@ def with_abstentions(labels, abstained, abstain_label):
     out = labels.astype(dtype, copy=True)
     out[abstained] = abstain_label
     return out
+
+
+def operator_norm(a, norm):
+    """``||A||`` from ``norm`` to itself (l2: the largest singular value; l1:
+    the largest column sum); a vector stands for a diagonal ``A``."""
+    if a.ndim == 1:
+        return float(np.abs(a).max())
+    if norm == "l2":
+        return float(np.linalg.norm(a, 2))
+    return float(np.abs(a).sum(axis=0).max())
 
 
 def _same_map(a, b):
@@ -454,13 +464,7 @@ class Certificates:
         """
         a, scales = self.input_map, self.scales
         if scales.kind == "isotropic":  # ||A|| / s_i
-            if a.ndim == 1:
-                base = np.abs(a).max()
-            elif self.norm == "l2":
-                base = np.linalg.norm(a, 2)
-            else:
-                base = np.abs(a).sum(axis=0).max()
-            return base / scales.values
+            return operator_norm(a, self.norm) / scales.values
         if a.ndim == 1 and scales.kind != "rotated":
             s = np.broadcast_to(
                 scales.values.reshape(len(self), -1), (len(self), self.n_features)
