@@ -23,10 +23,12 @@ import numpy as np
 import torch
 from _timing import best_of
 
-from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.banks import ESTIMATION, NoiseBank
+from smoothlearn.counting import count_classes
 from smoothlearn.estimators import MLP, SmallCNN
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 
@@ -68,7 +70,7 @@ def bench(label, module, X, input_shape, args):
     plain = FlatInputNetwork(module, input_shape, 10, reuse_first_layer=False)
     fused = FlatInputNetwork(module, input_shape, 10, reuse_first_layer=True)
     assert fused.first_linear is not None
-    scale = np.full(len(X), sigma)
+    scale = Scale(np.full(len(X), sigma))
     runs = {
         "naive": lambda: naive_counts(module, X, sigma, n, bs, 10, input_shape),
         "bank": lambda: count_classes(plain, X, scale, bank, n, batch_size=bs),

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from smoothlearn import SmoothedClassifier
-from smoothlearn.certify import INPUT_BLOCK
+from smoothlearn.blocks import INPUT_BLOCK
 from smoothlearn.datasets import load_dataset
 from smoothlearn.metrics import average_certified_radius, certified_accuracy
 from smoothlearn.regions import Certificates

@@ -29,9 +29,11 @@ from _timing import median_of
 from bench_first_layer import FASHION, data, naive_counts
 from torch import nn
 
-from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.banks import ESTIMATION, NoiseBank
+from smoothlearn.counting import count_classes
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
 
 
 class UserMLP(nn.Module):
@@ -89,7 +91,7 @@ def bench(label, module, X, input_shape, args):
     network = FlatInputNetwork(module, input_shape, 10)
     path = "fused" if network.first_linear is not None else "plain"
     bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), X.shape[1])
-    scale = np.full(len(X), sigma)
+    scale = Scale(np.full(len(X), sigma))
     runs = {
         "naive": lambda: naive_counts(module, X, sigma, n, bs, 10, input_shape),
         "smoothlearn": lambda: count_classes(network, X, scale, bank, n, batch_size=bs),

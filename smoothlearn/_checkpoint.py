@@ -39,35 +39,22 @@ def row_digest(row):
     ).hexdigest()
 
 
-def run_fingerprint(
-    module,
-    noise_generator,
-    strategy,
-    family,
-    *,
-    sigma,
-    n0,
-    n,
-    alpha,
-    radius_tolerance=None,
-    radius=None,
-    input_shape,
-    classes,
-):
+def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
     """What determines a run's certificates, as JSON: a log of another is refused.
 
     Parameters
     ----------
+    task : SmoothingTask
+        The classifier as the engine runs it: its strategy, noise family and
+        settings (``sigma``, ``n0``, ``n``, ``alpha``, ``radius_tolerance``,
+        and the ``radius`` of a sequential decision).
     module : torch.nn.Module
         The fitted base network (its weights are hashed).
     noise_generator : torch.nn.Module or None
         UCAN's fitted generator.
-    strategy : BaseStrategy
-    family : NoiseFamily
-    sigma, n0, n, alpha, radius_tolerance, input_shape, classes
-        The estimator's settings and fitted facts.
-    radius : float or None
-        The radius of a sequential decision (``certify(X, radius=r)``).
+    input_shape : tuple of int
+    classes : ndarray
+        The fitted classes.
     """
     return {
         "network": network_digest(module),
@@ -75,16 +62,16 @@ def run_fingerprint(
         if noise_generator is None
         else network_digest(noise_generator),
         # by value (describe), as the memory is keyed: not by how it prints
-        "strategy": strategy.describe(),
-        "noise": family.name,
-        "sigma": float(sigma),
-        "n0": int(n0),
-        "n": int(n),
-        "alpha": float(alpha),
+        "strategy": task.strategy.describe(),
+        "noise": task.family.name,
+        "sigma": float(task.sigma),
+        "n0": int(task.n0),
+        "n": int(task.n),
+        "alpha": float(task.alpha),
         "radius_tolerance": None
-        if radius_tolerance is None
-        else float(radius_tolerance),
-        "radius": None if radius is None else float(radius),
+        if task.radius_tolerance is None
+        else float(task.radius_tolerance),
+        "radius": None if task.radius is None else float(task.radius),
         "input_shape": list(input_shape),
         "classes": [str(c) for c in classes],
     }
@@ -93,7 +80,7 @@ def run_fingerprint(
 class CheckpointLog:
     """The log file of one certification run: finished blocks, one line per input.
 
-    The rows are :meth:`smoothlearn.certify.BlockResult.rows`, with the input's
+    The rows are :meth:`smoothlearn.blocks.BlockResult.rows`, with the input's
     index and digest.
 
     Parameters

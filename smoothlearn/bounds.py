@@ -1,4 +1,10 @@
-"""Binomial bounds of the engine, and the sample sizes they need.
+"""Binomial bounds of the engine, the decisions made from them, and the sample
+sizes they need.
+
+CERTIFY and PREDICT (Cohen et al., 2019; DESIGN.md section 4) decide from
+count tables: :func:`certify_from_counts` (the selected class and its
+Clopper-Pearson bound, abstaining below 1/2) and :func:`predict_from_counts`
+(the top two counts' binomial test).
 
 Three things decide how many estimation draws an input costs:
 
@@ -48,6 +54,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.stats import beta as _beta
+from scipy.stats import binom as _binom
 
 from .noise import get_noise
 
@@ -55,12 +62,16 @@ __all__ = [
     "FIRST_LOOK",
     "SMALLEST_SIZE",
     "UPPER_QUANTILE",
+    "certificate_from_bound",
+    "certify_from_counts",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "expected_gap",
     "plan_sample_sizes",
+    "predict_from_counts",
     "sample_size_grid",
     "sequential_looks",
+    "top_two_pvalue",
 ]
 
 #: Fewest estimation draws an input-specific plan chooses (inputs the pilot
@@ -226,3 +237,56 @@ def sequential_looks(n, alpha):
     alphas = np.full(len(looks), alpha / 2 / (len(looks) - 1))
     alphas[-1] = alpha / 2
     return looks, alphas
+
+
+# --------------------------------------------------------------- decisions
+def certify_from_counts(selection_counts, estimation_counts, n, alpha, family):
+    """CERTIFY from the two count tables.
+
+    Returns
+    -------
+    top : ndarray of int, shape (m,)
+        Selected class index (-1 where abstained).
+    p_lower : ndarray of shape (m,)
+    gap : ndarray of shape (m,)
+        ``family.gap(p_lower)``, 0 where abstained.
+    abstained : ndarray of bool, shape (m,)
+    """
+    top = np.argmax(selection_counts, axis=1)
+    k = estimation_counts[np.arange(len(top)), top]
+    return certificate_from_bound(top, clopper_pearson_lower(k, n, alpha), family)
+
+
+def certificate_from_bound(top, p_lower, family):
+    """CERTIFY's answer for a selected class and its probability bound.
+
+    Returns ``(top, p_lower, gap, abstained)`` as :func:`certify_from_counts`:
+    abstain where ``p_lower < 1/2``.
+    """
+    abstained = p_lower < 0.5
+    return (
+        np.where(abstained, -1, top),
+        p_lower,
+        family.certified_gap(p_lower),
+        abstained,
+    )
+
+
+def top_two_pvalue(counts):
+    """Two-sided binomial test p-value of the top two counts against 1/2.
+
+    Equals ``scipy.stats.binomtest(nA, nA + nB, 0.5).pvalue`` for each row:
+    the null distribution is symmetric, so the two-sided p-value is
+    ``min(1, 2 P(X >= nA))``.
+    """
+    order = np.sort(counts, axis=1)
+    n_a, n_b = order[:, -1], order[:, -2] if counts.shape[1] > 1 else 0 * order[:, -1]
+    total = n_a + n_b
+    p = 2.0 * _binom.sf(n_a - 1, total, 0.5)
+    return np.where(n_a == n_b, 1.0, np.minimum(p, 1.0))
+
+
+def predict_from_counts(counts, alpha):
+    """PREDICT from a count table: the top class index, or -1 where abstained."""
+    top = np.argmax(counts, axis=1)
+    return np.where(top_two_pvalue(counts) <= alpha, top, -1)

@@ -254,6 +254,60 @@ class FirstLinear:
             return lin._conv_forward(z, lin.weight, None)
         return F.linear(z, lin.weight)
 
+    def fused_response(self, centres, parts):
+        """The network's class scores on ``x_i + S_i z`` through ``L x_i + L(S_i z)``.
+
+        ``parts`` is the scale's :meth:`~smoothlearn.scale.Scale.shared_parts`,
+        ``S_i z = factor_i (common * z) + B_i (stretch_i * B_i^T z)``: ``L x_i``
+        and ``L B_i`` are computed once per input, ``L (common * z)`` once per
+        window of draws for every input, so a draw costs the rest of the
+        network plus O(k (d + hidden)) instead of a pass through ``L``.
+        """
+        return _FusedResponse(self, centres, parts)
+
+
+class _FusedResponse:
+    """Class scores of ``rest(L x_i + L(S_i z))`` (``FirstLinear.fused_response``)."""
+
+    def __init__(self, first, centres, parts):
+        self.first = first
+        self.common, self.factor, self.basis, self.stretch = parts
+        m, d = centres.shape
+        self.Lx = first.apply(centres)[:, None]  # (m, 1, *hidden)
+        self.hidden_shape = self.Lx.shape[2:]
+        if self.basis is not None:
+            k = self.basis.shape[2]
+            # (L B_i) for every input: (m, k, hidden)
+            LB = first.apply_linear_part(self.basis.transpose(1, 2).reshape(m * k, d))
+            self.LB = LB.reshape(m, k, -1)
+        elif self.factor is not None:  # per-input isotropic: s_i L z
+            self.factor = self.factor.reshape(m, 1, *([1] * len(self.hidden_shape)))
+
+    def window(self, z):
+        """The map's response to the window, shared by every input."""
+        if self.basis is not None:
+            return self.first.apply_linear_part(z).reshape(len(z), -1)  # (w, hidden)
+        scaled = z if self.common is None else z * self.common
+        return self.first.apply_linear_part(scaled)[None]
+
+    def scores(self, i0, i1, z, Lz):
+        if self.basis is None:
+            if self.factor is None:
+                hidden = self.Lx[i0:i1] + Lz
+            else:
+                hidden = torch.addcmul(self.Lx[i0:i1], self.factor[i0:i1], Lz)
+        else:
+            coef = torch.einsum("wd,gdk->gwk", z, self.basis[i0:i1])
+            coef = coef * self.stretch[i0:i1, None]
+            hidden = self.factor[i0:i1, None, None] * Lz[None] + torch.einsum(
+                "gwk,gkh->gwh", coef, self.LB[i0:i1]
+            )
+            hidden = self.Lx[i0:i1] + hidden.reshape(
+                i1 - i0, len(z), *self.hidden_shape
+            )
+        out = self.first.rest(hidden.reshape(-1, *self.hidden_shape))
+        return first_output(out)
+
 
 def find_first_linear(
     module, input_shape, n_features, *, when_faster=False, device="cpu"

@@ -28,7 +28,7 @@ Regions here are :class:`Region` objects in one of three compact forms.
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from .regions import Scale
+from .scale import Scale
 
 __all__ = [
     "Region",
@@ -134,9 +134,7 @@ class Region:
 
     def diagonal_covariance(self):
         """The diagonal of ``M`` when ``M`` is diagonal, else None."""
-        if self.is_rotated:
-            return None
-        return np.broadcast_to(self.semi_axes() ** 2, (self.d,))
+        return self.form.diagonal_covariance(0, self.d, factor=self.rho)
 
     def ball(self, radius):
         """The ball of ``radius`` (in ``norm``) around the centre, as a Region."""
@@ -224,7 +222,8 @@ def _k_function(diff, region_a, region_b):
     da, db = region_a.diagonal_covariance(), region_b.diagonal_covariance()
     if da is not None and db is not None:
         return _k_diagonal(diff, da, db)
-    low_a, low_b = _low_rank_form(region_a), _low_rank_form(region_b)
+    low_a = region_a.form.isotropic_plus_low_rank(0, region_a.d, factor=region_a.rho)
+    low_b = region_b.form.isotropic_plus_low_rank(0, region_b.d, factor=region_b.rho)
     if low_a is not None and low_b is not None:
         if low_a[1].shape[1] + low_b[1].shape[1] < region_a.d:
             return _k_low_rank(diff, low_a, low_b)
@@ -249,19 +248,6 @@ def _k_diagonal(diff, da, db):
         return diff / (t * db + (1.0 - t) * da)
 
     return _k_of(lambda t: float(np.sum(d2 / (t * db + (1.0 - t) * da)))), direction
-
-
-def _low_rank_form(region):
-    """``(c, U, D)`` with ``M = c I + U diag(D) U^T``; None if diagonal or full."""
-    if not region.is_rotated:
-        if np.ndim(region.scale) == 0 or np.size(region.scale) == 1:
-            c = float(region.semi_axes()[0]) ** 2
-            return c, np.zeros((region.d, 0)), np.zeros(0)
-        return None
-    if region.basis.shape[1] >= region.d:
-        return None
-    c = float(region.rho * region.scale_rest) ** 2
-    return c, region.basis, region.semi_axes() ** 2 - c
 
 
 def _k_low_rank(diff, low_a, low_b):
@@ -309,24 +295,8 @@ def _k_dense(diff, region_a, region_b):
 
 def _shape_eigen(region):
     """Eigenvalues ``alpha`` of ``A = M^-1`` and coordinates in its eigenbasis."""
-    semi = region.semi_axes()
-    if not region.is_rotated:
-        alpha = np.broadcast_to(1.0 / semi**2, (region.d,))
-        return alpha, lambda y: y
-    u = region.basis
-    alpha_in = 1.0 / semi**2
-    rest = region.rho * region.scale_rest
-    k = u.shape[1]
-
-    def coordinates(y):
-        coef = u.T @ y
-        if k == region.d:
-            return coef
-        perp = np.linalg.norm(y - u @ coef)
-        return np.append(coef, perp)
-
-    alpha = alpha_in if k == region.d else np.append(alpha_in, 1.0 / rest**2)
-    return alpha, coordinates
+    semi, coordinates = region.form.principal_axes(0, region.d, factor=region.rho)
+    return 1.0 / semi**2, coordinates
 
 
 def l2_distance_to_ellipsoid(region, point):

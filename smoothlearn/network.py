@@ -94,6 +94,11 @@ class FlatInputNetwork:
         self.reuse_first_layer = reuse_first_layer
         self._first_linear = None
 
+    def __getstate__(self):
+        # a worker finds its own split: a user's smoothlearn_first_linear may
+        # return callables that do not pickle
+        return {**self.__dict__, "_first_linear": None}
+
     @property
     def first_linear(self):
         """The module's :class:`~smoothlearn.first_layer.FirstLinear` split, or None."""

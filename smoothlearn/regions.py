@@ -1,12 +1,14 @@
-"""Certified regions: compact scale representations and :class:`Certificates`.
+"""Certified regions: :class:`Certificates`, and the labels of abstentions.
 
 Row ``i`` of a :class:`Certificates` certifies the region
 
     { center_i + delta : ||S_i^-1 delta|| <= c * gap_i }
 
 in the noise family's norm (l2 for gaussian, l1 for uniform and laplace),
-where ``c`` is the family's constant (see :mod:`smoothlearn.noise`). ``S_i``
-is stored compactly, in one of three forms shared by all rows:
+where ``c`` is the family's constant (see :mod:`smoothlearn.noise`). The
+scales ``S_i`` are one :class:`~smoothlearn.scale.Scale` (``scales``), in one
+compact form shared by all rows, whose arrays are also ``scale``, ``basis``
+and ``scale_rest``:
 
 * isotropic: ``scale`` has shape ``(n_samples,)`` and ``S_i = scale[i] * I``;
 * diagonal: ``scale`` has shape ``(n_samples, n_features)`` and
@@ -30,11 +32,17 @@ and ``radius``, ``proxy_radius`` and ``contains`` speak of the preimage.
 import numbers
 
 import numpy as np
-import torch
 
 from .noise import get_noise
+from .scale import Scale
 
-__all__ = ["Certificates", "Scale", "operator_norm", "with_abstentions"]
+__all__ = [
+    "Certificates",
+    "class_labels",
+    "operator_norm",
+    "resolve_abstain_label",
+    "with_abstentions",
+]
 
 
 def with_abstentions(labels, abstained, abstain_label):
@@ -56,6 +64,54 @@ def with_abstentions(labels, abstained, abstain_label):
     out = labels.astype(dtype, copy=True)
     out[abstained] = abstain_label
     return out
+
+
+def resolve_abstain_label(abstain_label, classes):
+    """The label marking an abstention among ``classes``.
+
+    ``'auto'`` picks -1 (or one below the smallest class) for numeric classes
+    and ``'abstain'`` for string classes; a given label must be of the
+    classes' kind and not one of them.
+
+    Raises
+    ------
+    TypeError
+        A numeric label for string classes or the other way round (the
+        predictions would mix kinds, which scikit-learn's metrics reject).
+    ValueError
+        A label that is one of the classes.
+    """
+    numeric = np.asarray(classes).dtype.kind in "biuf"
+    if isinstance(abstain_label, str) and abstain_label == "auto":
+        if numeric:
+            return min(-1, classes.min() - 1) if -1 in classes else -1
+        label = "abstain"
+        while label in set(classes):
+            label = f"<{label}>"
+        return label
+    given_numeric = isinstance(abstain_label, (numbers.Number, np.number)) and not (
+        isinstance(abstain_label, (bool, np.bool_))
+    )
+    if given_numeric != numeric:
+        kind = "numbers" if numeric else "strings"
+        raise TypeError(
+            f"abstain_label={abstain_label!r} does not fit classes that are {kind}: "
+            "predictions would mix kinds, which scikit-learn's metrics reject. Use "
+            f"abstain_label='auto' or a label of the classes' kind."
+        )
+    if abstain_label in set(classes.tolist()):
+        raise ValueError(
+            f"abstain_label={abstain_label!r} is one of the classes; abstentions "
+            "would be indistinguishable from predictions of that class."
+        )
+    return abstain_label
+
+
+def class_labels(classes, class_index, abstain_label):
+    """``classes[class_index]``, with ``abstain_label`` where the index is -1."""
+    abstained = class_index < 0
+    labels = classes[np.where(abstained, 0, class_index)]
+    return with_abstentions(labels, abstained, abstain_label)
 
 
 def operator_norm(a, norm):
@@ -82,127 +138,6 @@ def _as_rows(idx, n):
     return np.arange(n)[idx]
 
 
-class Scale:
-    """The smoothing scales ``S_i`` of a set of rows, in one compact form.
-
-    The one definition of the three forms (module docstring): ``values`` of
-    shape ``(m,)`` (isotropic), ``(m, d)`` (diagonal) or ``(m, k)`` with
-    ``basis`` ``(m, d, k)`` (orthonormal columns ``U_i``) and ``rest`` ``(m,)``
-    (rotated: ``S_i = U_i diag(values_i) U_i^T + rest_i (I - U_i U_i^T)``).
-    Certificates, the memory's geometry, the metrics and the engine's noise
-    all compute with it. Arrays are numpy, or torch for :meth:`noise`.
-
-    Parameters
-    ----------
-    values : array of shape (m,), (m, d) or (m, k)
-    basis : array of shape (m, d, k), default=None
-    rest : array of shape (m,), default=None
-    """
-
-    def __init__(self, values, basis=None, rest=None):
-        if (basis is None) != (rest is None):
-            raise ValueError("a rotated scale needs both basis and rest")
-        self.values = values
-        self.basis = basis
-        self.rest = rest
-
-    @property
-    def kind(self):
-        """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
-        if self.basis is not None:
-            return "rotated"
-        return "isotropic" if self.values.ndim == 1 else "diagonal"
-
-    def __len__(self):
-        return len(self.values)
-
-    def __getitem__(self, rows):
-        """The rows ``rows`` (a slice, index array or list) as a Scale."""
-        if self.basis is None:
-            return Scale(self.values[rows])
-        return Scale(self.values[rows], self.basis[rows], self.rest[rows])
-
-    def _has_complement(self):
-        return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
-
-    def smallest(self):
-        """Smallest singular value of each ``S_i``, shape (m,)."""
-        if self.kind == "isotropic":
-            return np.array(self.values, dtype=np.float64)
-        smallest = self.values.min(axis=1)
-        if self._has_complement():
-            smallest = np.minimum(smallest, self.rest)
-        return smallest
-
-    def largest(self):
-        """Largest singular value of each ``S_i``, shape (m,)."""
-        if self.kind == "isotropic":
-            return np.array(self.values, dtype=np.float64)
-        largest = self.values.max(axis=1)
-        if self._has_complement():
-            largest = np.maximum(largest, self.rest)
-        return largest
-
-    def geometric_mean(self, n_features):
-        """``det(S_i)^(1/d)`` of each row, shape (m,)."""
-        if self.kind == "isotropic":
-            return np.array(self.values, dtype=np.float64)
-        log_sum = np.log(self.values).sum(axis=1)
-        if self.kind == "rotated":
-            log_sum = log_sum + (n_features - self.basis.shape[2]) * np.log(self.rest)
-        return np.exp(log_sum / n_features)
-
-    def apply(self, i, v, power=1.0, factor=1.0):
-        """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
-
-        ``S_i`` is diagonal in the frame of its basis, so any power is one
-        scaling there.
-        """
-        v = np.asarray(v, dtype=np.float64)
-        if self.kind != "rotated":
-            return v * (factor * np.asarray(self.values[i], dtype=np.float64)) ** power
-        u = self.basis[i]
-        coef = v @ u
-        rest = v - coef @ u.T
-        return (coef * (factor * self.values[i]) ** power) @ u.T + rest * (
-            factor * self.rest[i]
-        ) ** power
-
-    def dense(self, i, n_features, factor=1.0):
-        """Dense ``factor S_i`` (d x d): ``O(d^2)`` memory, for diagnostics."""
-        return self.apply(i, np.eye(n_features), factor=factor)
-
-    def covariance(self, i, n_features, factor=1.0):
-        """Dense ``(factor S_i)^2``, a region's ``M = T T^T`` (d x d)."""
-        if self.kind != "rotated":
-            semi2 = (factor * np.asarray(self.values[i], dtype=np.float64)) ** 2
-            return np.diag(np.broadcast_to(semi2, (n_features,)))
-        u = self.basis[i]
-        rest2 = (factor * self.rest[i]) ** 2
-        return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
-            n_features
-        )
-
-    def noise(self, z):
-        """``S_i z`` for every row ``i`` and draw ``z`` (torch, differentiable).
-
-        For a rotated scale ``r z + U ((s - r) * U^T z)``: O(d k) per draw.
-
-        Parameters
-        ----------
-        z : torch.Tensor of shape (w, d)
-
-        Returns
-        -------
-        torch.Tensor of shape (m, w, d)
-        """
-        if self.kind != "rotated":
-            return self.values.reshape(len(self.values), 1, -1) * z[None]
-        basis, scale, rest = self.basis, self.values, self.rest
-        coef = torch.einsum("wd,gdk->gwk", z, basis) * (scale - rest[:, None])[:, None]
-        return rest[:, None, None] * z + torch.einsum("gwk,gdk->gwd", coef, basis)
-
-
 class Certificates:
     """Per-input smoothed predictions and their certified regions.
 
@@ -220,12 +155,14 @@ class Certificates:
         The family's gap of the (possibly reduced) region; 0 where abstained.
     center : ndarray of shape (n_samples, n_features)
         The certified inputs, flattened.
-    scale : ndarray of shape (n_samples,), (n_samples, n_features) or (n_samples, k)
-        The compact scale of each row (see the module docstring).
+    scale : Scale or ndarray of shape (n_samples,), (n_samples, n_features) \
+            or (n_samples, k)
+        The scale of each row: a :class:`~smoothlearn.scale.Scale`, or its
+        values with ``basis`` and ``scale_rest`` (see the module docstring).
     noise : str
         Name of the noise family (``'gaussian'``, ``'uniform'``, ``'laplace'``).
     basis : ndarray of shape (n_samples, n_features, k), default=None
-        Orthonormal columns of a rotated scale.
+        Orthonormal columns of a rotated scale given by its values.
     scale_rest : ndarray of shape (n_samples,), default=None
         Isotropic scale on the orthogonal complement of ``basis``.
     reduced : ndarray of bool, shape (n_samples,), default=None
@@ -263,6 +200,9 @@ class Certificates:
 
     Attributes
     ----------
+    scales : Scale
+        Every row's scale ``S_i`` (float64). ``scale``, ``basis`` and
+        ``scale_rest`` are its arrays (``values``, ``basis``, ``rest``).
     norm : {'l2', 'l1'}
         Norm of the certified regions.
     radius : ndarray of shape (n_samples,)
@@ -311,11 +251,11 @@ class Certificates:
         self.p_lower = np.asarray(p_lower, dtype=np.float64)
         self.gap = np.asarray(gap, dtype=np.float64)
         self.center = np.asarray(center).reshape(n, -1)
-        self.scale = np.asarray(scale, dtype=np.float64)
-        self.basis = None if basis is None else np.asarray(basis, dtype=np.float64)
-        self.scale_rest = (
-            None if scale_rest is None else np.asarray(scale_rest, dtype=np.float64)
-        )
+        if not isinstance(scale, Scale):
+            scale = Scale(scale, basis, scale_rest)
+        elif basis is not None or scale_rest is not None:
+            raise TypeError("a Scale carries its own basis and scale_rest")
+        self.scales = scale.map(lambda a: np.asarray(a, dtype=np.float64), offset=False)
         self.reduced = (
             np.zeros(n, dtype=bool) if reduced is None else np.asarray(reduced, bool)
         )
@@ -358,20 +298,8 @@ class Certificates:
         ):
             if getattr(self, name).shape != (n,):
                 raise ValueError(f"{name} must have shape ({n},)")
-        if self.scale.shape[0] != n or self.scale.ndim not in (1, 2):
-            raise ValueError("scale must have shape (n,), (n, d) or (n, k)")
-        if self.basis is None:
-            if self.scale.ndim == 2 and self.scale.shape[1] != self.n_features:
-                raise ValueError("a diagonal scale must have one column per feature")
-        else:
-            if self.basis.shape[:2] != (n, self.n_features) or self.scale.shape != (
-                n,
-                self.basis.shape[2],
-            ):
-                raise ValueError("basis must be (n, d, k) with scale (n, k)")
-            if self.scale_rest is None or self.scale_rest.shape != (n,):
-                raise ValueError("a rotated scale needs scale_rest of shape (n,)")
-        if self.noise != "gaussian" and self.basis is not None:
+        self.scales.check(n, self.n_features)
+        if self.noise != "gaussian" and self.kind == "rotated":
             raise ValueError("l1 families support isotropic and diagonal scales only")
         if self.space not in ("input", "classifier"):
             raise ValueError(
@@ -392,6 +320,16 @@ class Certificates:
             if self.space != "input":
                 raise ValueError("certificates with an input_map are in input units")
 
+    def __setstate__(self, state):
+        # certificates pickled by an earlier version hold the scale's arrays apart
+        if "scales" not in state:
+            state["scales"] = Scale(
+                state.pop("scale"),
+                state.pop("basis", None),
+                state.pop("scale_rest", None),
+            )
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------------ sizes
     def __len__(self):
         return len(self.label)
@@ -410,9 +348,20 @@ class Certificates:
         return get_noise(self.noise).c
 
     @property
-    def scales(self):
-        """Every row's scale as a :class:`Scale` (views of the arrays)."""
-        return Scale(self.scale, self.basis, self.scale_rest)
+    def scale(self):
+        """The scales' values: ``(n_samples,)``, ``(n_samples, n_features)`` or
+        ``(n_samples, k)`` (``scales.values``)."""
+        return self.scales.values
+
+    @property
+    def basis(self):
+        """A rotated scale's orthonormal columns, else None (``scales.basis``)."""
+        return self.scales.basis
+
+    @property
+    def scale_rest(self):
+        """A rotated scale's scale on the complement of ``basis``, else None."""
+        return self.scales.rest
 
     @property
     def kind(self):
@@ -526,9 +475,6 @@ class Certificates:
         "p_lower",
         "gap",
         "center",
-        "scale",
-        "basis",
-        "scale_rest",
         "reduced",
         "class_index",
         "time",
@@ -537,7 +483,7 @@ class Certificates:
     )
 
     def _fields(self, rows=None):
-        out = {}
+        out = {"scale": self.scales if rows is None else self.scales[rows]}
         for name in self._row_fields:
             value = getattr(self, name)
             if value is not None and rows is not None:
@@ -594,7 +540,7 @@ class Certificates:
                     "can only concatenate certificates in the same units "
                     "(space and input_map)"
                 )
-        fields = {}
+        fields = {"scale": Scale.concatenate(p.scales for p in parts)}
         for name in cls._row_fields:
             values = [getattr(p, name) for p in parts]
             fields[name] = None if values[0] is None else np.concatenate(values)

@@ -5,20 +5,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from smoothlearn.bounds import clopper_pearson_lower
-from smoothlearn.certify import (
-    CHUNK_ROWS,
-    ESTIMATION,
-    SELECTION,
-    BaseNetwork,
-    NoiseBank,
+from smoothlearn.banks import CHUNK_ROWS, ESTIMATION, SELECTION, NoiseBank
+from smoothlearn.bounds import (
     certify_from_counts,
-    count_classes,
+    clopper_pearson_lower,
     predict_from_counts,
     top_two_pvalue,
 )
+from smoothlearn.certify import BaseNetwork
+from smoothlearn.counting import count_classes
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
 
 
 @pytest.mark.parametrize("k, n", [(1, 10), (55, 100), (990, 1000), (100_000, 100_000)])
@@ -90,7 +88,7 @@ def _toy_network():
 def test_counts_do_not_depend_on_batch_size_order_or_neighbours(batch_size):
     network = _toy_network()
     X = np.random.RandomState(0).randn(6, 4).astype(np.float32)
-    scale = np.full(6, 0.7)
+    scale = Scale(np.full(6, 0.7))
     bank = NoiseBank(11, ESTIMATION, get_noise("gaussian"), 4)
     reference = count_classes(network, X, scale, bank, 3000, batch_size=2048)
     counts = count_classes(network, X, scale, bank, 3000, batch_size=batch_size)
@@ -108,7 +106,7 @@ def test_counts_match_a_plain_loop_over_the_bank():
     X = np.random.RandomState(1).randn(3, 4).astype(np.float32)
     scale = np.random.RandomState(2).uniform(0.2, 1.0, size=(3, 4))
     bank = NoiseBank(5, ESTIMATION, get_noise("laplace"), 4)
-    counts = count_classes(network, X, scale, bank, 1500, batch_size=256)
+    counts = count_classes(network, X, Scale(scale), bank, 1500, batch_size=256)
     z = bank.rows(0, 1500)
     for i in range(3):
         noisy = (
@@ -145,20 +143,16 @@ def test_a_recorded_rotated_region_lies_inside_the_one_run(seed, d, k, log_sprea
     """The engine runs S~ = r I + U~ diag(s - r) U~^T with the float32 basis U~;
     the recorded (orthonormal basis, shrunk) S_rec must satisfy
     ||S~^-1 S_rec|| <= 1, i.e. its region is inside the certified one."""
-    from smoothlearn.certify import smoothing_as_run
-
     rng = np.random.RandomState(seed)
     k = min(k, d)
     basis = np.linalg.qr(rng.randn(d, k))[0]
     scale = 10 ** rng.uniform(log_spread, 0.5, k)
     rest = 10 ** rng.uniform(log_spread, 0.5)
-    run, rec = smoothing_as_run(
-        {"scale": scale[None], "basis": basis[None], "scale_rest": np.array([rest])}
-    )
-    u_run, s_run, r_run = run["basis"][0], run["scale"][0], run["scale_rest"][0]
+    run, rec = Scale(scale[None], basis[None], np.array([rest])).as_run()
+    u_run, s_run, r_run = run.basis[0], run.values[0], run.rest[0]
     assert np.array_equal(u_run, u_run.astype(np.float32))  # float32 values
     S_run = r_run * np.eye(d) + (u_run * (s_run - r_run)) @ u_run.T
-    u, s, r = rec["basis"][0], rec["scale"][0], rec["scale_rest"][0]
+    u, s, r = rec.basis[0], rec.values[0], rec.rest[0]
     np.testing.assert_allclose(u.T @ u, np.eye(k), atol=1e-14)
     S_rec = r * np.eye(d) + (u * (s - r)) @ u.T
     assert np.linalg.norm(np.linalg.solve(S_run, S_rec), 2) <= 1.0
@@ -174,3 +168,83 @@ def test_the_old_network_name_still_works_with_a_warning():
     assert isinstance(old, FlatInputNetwork)
     x = torch.randn(5, 4)
     torch.testing.assert_close(old.logits(x), module(x))
+
+
+@pytest.mark.parametrize(
+    "name, home",
+    [
+        ("NoiseBank", "banks"),
+        ("bank_key", "banks"),
+        ("CHUNK_ROWS", "banks"),
+        ("count_classes", "counting"),
+        ("certify_from_counts", "bounds"),
+        ("predict_from_counts", "bounds"),
+        ("BlockResult", "blocks"),
+        ("run_blocks", "blocks"),
+    ],
+)
+def test_names_that_moved_out_of_certify_still_answer_with_a_warning(name, home):
+    import importlib
+
+    import smoothlearn.certify
+
+    with pytest.warns(FutureWarning, match=f"smoothlearn.{home}.{name}"):
+        old = getattr(smoothlearn.certify, name)
+    assert old is getattr(importlib.import_module(f"smoothlearn.{home}"), name)
+    with pytest.raises(AttributeError):
+        smoothlearn.certify.no_such_name  # noqa: B018
+
+
+def test_the_old_dict_forms_still_work_with_a_warning():
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.certify import smoothing_as_run
+    from smoothlearn.strategies import Cohen
+
+    from .conftest import linear_module
+
+    fields = {"scale": np.array([0.12, 0.3])}
+    with pytest.warns(FutureWarning, match="as_run"):
+        run, recorded = smoothing_as_run(fields)
+    expected, _ = Scale(fields["scale"]).as_run()
+    np.testing.assert_array_equal(run["scale"], expected.values)
+
+    class DictCohen(Cohen):  # a strategy written for smoothlearn 0.1
+        def scales(self, network, X, *, sigma, family, bank, p_max=None):
+            return {"scale": np.full(len(X), float(sigma))}
+
+    X = np.random.RandomState(0).randn(5, 3).astype(np.float32)
+    y = [0, 1, 0, 1, 0]
+    module = linear_module([1.0, -1.0, 0.5], 0.0)
+    settings = {"n": 500, "max_epochs": 0, "random_state": 0}
+    new = SmoothedClassifier(module, **settings).fit(X, y).certify(X)
+    old = SmoothedClassifier(module, strategy=DictCohen(), **settings).fit(X, y)
+    with pytest.warns(FutureWarning, match="returned a dict"):
+        cert = old.certify(X)
+    np.testing.assert_array_equal(cert.radius, new.radius)
+
+
+def test_certificates_pickled_with_the_scale_apart_load():
+    import pickle
+
+    from smoothlearn import Certificates
+
+    u = np.linalg.qr(np.random.RandomState(0).randn(3, 2))[0]
+    cert = Certificates(
+        label=[0, 1],
+        abstained=[False, False],
+        p_lower=[0.9, 0.8],
+        gap=[1.0, 0.5],
+        center=np.zeros((2, 3)),
+        scale=np.array([[0.5, 2.0], [1.0, 1.0]]),
+        basis=np.stack([u, u]),
+        scale_rest=np.array([1.5, 1.0]),
+        noise="gaussian",
+    )
+    # what an earlier version pickled: the scale's arrays as attributes
+    old_state = {k: v for k, v in cert.__dict__.items() if k != "scales"}
+    old_state.update(scale=cert.scale, basis=cert.basis, scale_rest=cert.scale_rest)
+    old = Certificates.__new__(Certificates)
+    old.__setstate__(old_state)
+    loaded = pickle.loads(pickle.dumps(old))
+    np.testing.assert_array_equal(loaded.radius, cert.radius)
+    np.testing.assert_array_equal(loaded.scale_matrix(0), cert.scale_matrix(0))

@@ -6,11 +6,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.banks import ESTIMATION, NoiseBank
+from smoothlearn.counting import count_classes
 from smoothlearn.estimators import MLP, SmallCNN
 from smoothlearn.first_layer import find_first_linear
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
 
 
 def _networks():
@@ -85,24 +87,24 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
     d = int(np.prod(shape))
     rng = np.random.RandomState(0)
     X = rng.rand(5, d).astype(np.float32)
-    rotated = {}
     if scale_kind.startswith("rotated"):
         k = 3 if scale_kind == "rotated-rank-3" else d
-        basis, scale, rest = _random_rotated(rng, 5, d, k)
-        rotated = {"basis": basis, "scale_rest": rest}
+        basis, values, rest = _random_rotated(rng, 5, d, k)
+        scale = Scale(values, basis, rest)
         dense = np.stack(
             [
                 (u * s) @ u.T + r * (np.eye(d) - u @ u.T)
-                for u, s, r in zip(basis, scale, rest)
+                for u, s, r in zip(basis, values, rest)
             ]
         )
     else:
-        scale = {
+        values = {
             "isotropic": np.full(5, 0.5),
             "per-input": rng.uniform(0.2, 1.0, 5),
             "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
         }[scale_kind]
-        dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in scale])
+        scale = Scale(values)
+        dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in values])
     fused = FlatInputNetwork(module, shape, 4, reuse_first_layer=True)
     plain = FlatInputNetwork(module, shape, 4, reuse_first_layer=False)
     assert fused.first_linear is not None and plain.first_linear is None
@@ -121,18 +123,17 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
     for i in (0, 4):
         for r in range(0, n, 120):
             row_bank = _SingleRow(bank, r)
-            one = {key: v[i : i + 1] for key, v in rotated.items()}
             a = count_classes(
-                fused, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1, **one
+                fused, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
             )
             b = count_classes(
-                plain, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1, **one
+                plain, X[i : i + 1], scale[i : i + 1], row_bank, 1, batch_size=1
             )
             truth = logits.reshape(5, n, -1)[i, r].argmax()
             assert near_tie[i, r] or (a[0, truth] == 1 and (a == b).all())
     # and in bulk, over every draw
-    a = count_classes(fused, X, scale, bank, n, batch_size=256, **rotated)
-    b = count_classes(plain, X, scale, bank, n, batch_size=256, **rotated)
+    a = count_classes(fused, X, scale, bank, n, batch_size=256)
+    b = count_classes(plain, X, scale, bank, n, batch_size=256)
     truth = np.stack(
         [np.bincount(p, minlength=4) for p in logits.argmax(1).reshape(5, n).numpy()]
     )
@@ -296,7 +297,7 @@ def test_fused_counts_do_not_depend_on_batch_composition_or_order():
     network = FlatInputNetwork(MLP(12, 4, hidden_units=(16,)), (12,), 4)
     X = np.random.RandomState(2).rand(7, 12).astype(np.float32)
     bank = NoiseBank(9, ESTIMATION, get_noise("uniform"), 12)
-    scale = np.random.RandomState(3).uniform(0.1, 0.9, 7)
+    scale = Scale(np.random.RandomState(3).uniform(0.1, 0.9, 7))
     whole = count_classes(network, X, scale, bank, 2000, batch_size=4000)
     order = np.array([6, 2, 0])
     for batch_size in (1, 300, 10_000):
@@ -309,18 +310,20 @@ def test_fused_counts_do_not_depend_on_batch_composition_or_order():
 _PEAK_SCRIPT = """
 import resource, sys
 import numpy as np, torch
-from smoothlearn.certify import ESTIMATION, NoiseBank, count_classes
+from smoothlearn.banks import ESTIMATION, NoiseBank
+from smoothlearn.counting import count_classes
 from smoothlearn.network import FlatInputNetwork
 from smoothlearn.estimators import MLP
 from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
 n = int(sys.argv[1])
 torch.manual_seed(0)
 network = FlatInputNetwork(MLP(784, 10, hidden_units=(16,)), (784,), 10)
 X = np.random.RandomState(0).rand(2, 784).astype(np.float32)
 bank = NoiseBank(0, ESTIMATION, get_noise("gaussian"), 784)
-count_classes(network, X[:1], np.full(1, 0.5), bank, 2000, batch_size=1000)  # warm up
+count_classes(network, X[:1], Scale(np.full(1, 0.5)), bank, 2000, batch_size=1000)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-count_classes(network, X, np.full(2, 0.5), bank, n, batch_size=1000)
+count_classes(network, X, Scale(np.full(2, 0.5)), bank, n, batch_size=1000)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
 """
 

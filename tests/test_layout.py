@@ -30,7 +30,14 @@ def _imports(name, path, modules):
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            # ``from . import banks`` imports the submodule; ``from .x import
+            # name`` the module x (a name that is no module lives in x)
+            candidates = [
+                f"{target}.{alias.name}"
+                if f"{target}.{alias.name}" in modules
+                else target
+                for alias in node.names
+            ]
         elif isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         else:
@@ -76,7 +83,32 @@ def test_no_import_cycles():
     assert _cycles(graph) == []
 
 
+def test_a_submodule_imported_from_its_package_is_that_module(tmp_path):
+    path = tmp_path / "c.py"
+    path.write_text("from . import a\nfrom .b import name\n")
+    modules = {"pkg": None, "pkg.a": None, "pkg.b": None, "pkg.c": path}
+    assert _imports("pkg.c", path, modules) == {"pkg.a", "pkg.b"}
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
         ["a", "b", "c"]
     ]
+
+
+def test_the_scale_and_the_geometry_need_no_torch():
+    # the scale is the engine's currency, and the geometry and metrics compute
+    # with it on numpy arrays: neither module imports torch
+    for name in ("scale.py", "geometry.py"):
+        tree = ast.parse((ROOT / name).read_text())
+        imported = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            (node.module or "").split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and not node.level
+        }
+        assert "torch" not in imported, name

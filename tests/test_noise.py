@@ -106,7 +106,7 @@ def test_gaussian_quantile_reaches_far_beyond_float32_samplers():
 def test_banks_are_float64_draws_rounded_once_to_float32(name):
     """Each chunk is the float32 rounding of 53-bit-uniform draws, whose tails
     reach far past where float32 samplers stop."""
-    from smoothlearn.certify import CHUNK_ROWS, NoiseBank, draw_rows
+    from smoothlearn.banks import CHUNK_ROWS, NoiseBank, draw_rows
 
     family = get_noise(name)
     bank = NoiseBank(key=7, bank=1, family=family, n_features=5)
@@ -134,7 +134,7 @@ def test_gaussian_bank_tail_matches_the_normal_tail():
     """Bank draws beyond |z| = 4.5: as many as N(0, 1) puts there (a float32
     sampler's tail is right here too; the quantile test above covers beyond
     5.77, where counting would need 10^9 draws)."""
-    from smoothlearn.certify import NoiseBank
+    from smoothlearn.banks import NoiseBank
 
     bank = NoiseBank(key=3, bank=1, family=get_noise("gaussian"), n_features=784)
     z = bank.rows(0, 8 * 1024).numpy()

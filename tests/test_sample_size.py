@@ -184,13 +184,13 @@ def test_sequential_decisions_fail_no_more_often_than_alpha(monkeypatch):
     ceiling = _binomial_ceiling(alpha, len(seeds))
     assert _failure_rate(clf, X, seeds, radius=radius) <= ceiling
     # the count can fail: the same looks with the whole alpha at each look
-    import smoothlearn.certify
+    import smoothlearn.bounds
 
     def unspent(n, alpha):
         looks, _ = sequential_looks(n, alpha)
         return looks, np.full(len(looks), alpha)
 
-    monkeypatch.setattr(smoothlearn.certify, "sequential_looks", unspent)
+    monkeypatch.setattr(smoothlearn.bounds, "sequential_looks", unspent)
     assert _failure_rate(clf, X, seeds, radius=radius) > ceiling
 
 

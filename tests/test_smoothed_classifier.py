@@ -277,3 +277,22 @@ def test_cuda_device(digits):
     X, y = digits
     clf = SmoothedClassifier(device="cuda", **FAST).fit(X[:200], y[:200])
     assert clf.certify(X[:5]).label.shape == (5,)
+
+
+def test_the_network_view_is_built_once_and_follows_the_weights():
+    # the certification view of the fitted network (its first-layer split and
+    # check) is built once per fitted network, and again when its weights change
+    from smoothlearn.estimators._noisy_net import certification_network
+
+    X = np.random.RandomState(0).randn(6, 3).astype(np.float32)
+    clf = SmoothedClassifier(
+        linear_module([1.0, 0.0, 0.0], 0.0), n=500, max_epochs=0, random_state=0
+    ).fit(X, [0, 1, 0, 1, 0, 1])
+    first = certification_network(clf.net_, clf.input_shape_, 2)
+    assert certification_network(clf.net_, clf.input_shape_, 2) is first
+    before = clf.predict(np.array([[2.0, 0.0, 0.0]], dtype=np.float32))
+    with torch.no_grad():  # the fitted network changes in place: flip its sign
+        clf.net_.module_.weight[1].neg_()
+    assert certification_network(clf.net_, clf.input_shape_, 2) is not first
+    after = clf.predict(np.array([[2.0, 0.0, 0.0]], dtype=np.float32))
+    assert before.tolist() == [1] and after.tolist() == [0]

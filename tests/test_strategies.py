@@ -315,9 +315,10 @@ def test_the_comparison_counts_each_candidate_at_its_own_noise_centre():
     # UCAN's offset moves the noise's centre: on a linear classifier a
     # candidate whose offset carries the input far from the boundary votes
     # unanimously, one that carries it onto the boundary votes half and half
-    from smoothlearn.certify import OPTIMISATION, NoiseBank
+    from smoothlearn.banks import OPTIMISATION, NoiseBank
     from smoothlearn.network import FlatInputNetwork
     from smoothlearn.noise import get_noise
+    from smoothlearn.scale import Scale
     from smoothlearn.strategies._soft import better_of
 
     gaussian = get_noise("gaussian")
@@ -326,8 +327,8 @@ def test_the_comparison_counts_each_candidate_at_its_own_noise_centre():
     scale = np.full((2, 3), 0.25)
     moved = np.array([[1.0, 0.0, 0.0], [-0.1, 0.0, 0.0]], dtype=np.float32)
     candidates = [
-        {"scale": scale, "offset": np.zeros_like(moved)},
-        {"scale": scale, "offset": moved},
+        Scale(scale, offset=np.zeros_like(moved)),
+        Scale(scale, offset=moved),
     ]
     answer, chosen = better_of(
         network,
@@ -342,4 +343,4 @@ def test_the_comparison_counts_each_candidate_at_its_own_noise_centre():
     )
     # x + offset at 1.1 (p = 1 - 5e-6) beats 0.1 (p = 0.66); 0.0 (p = 0.5) loses
     np.testing.assert_array_equal(chosen, [1, 0])
-    np.testing.assert_array_equal(answer["offset"], [moved[0], [0.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(answer.offset, [moved[0], [0.0, 0.0, 0.0]])

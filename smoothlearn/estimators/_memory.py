@@ -1,6 +1,7 @@
 """MemoryCertifier: memory-based certification for data-dependent smoothing."""
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -14,25 +15,22 @@ from ..geometry import (
     l1_distance_lower_bound,
     l2_distance_to_ellipsoid,
 )
+from ..noise import get_noise
 from ..regions import Certificates, with_abstentions
+from ..strategies import STRATEGIES
+from ..strategies._base import describe_smoothing
 from ..utils._sklearn_compat import Interval
 
-__all__ = ["MemoryCertifier"]
+__all__ = ["MemoryCertifier", "key_by_smoothing", "remembered"]
 
 
 def _same_region(a, b):
     """Whether two remembered regions are the same region, exactly."""
-    fa, fb = a.form, b.form
     return (
         a.norm == b.norm
         and a.rho == b.rho
         and np.array_equal(a.center, b.center)
-        and fa.kind == fb.kind
-        and np.array_equal(fa.values, fb.values)
-        and (
-            fa.kind != "rotated"
-            or (np.array_equal(fa.basis, fb.basis) and np.array_equal(fa.rest, fb.rest))
-        )
+        and a.form.equals(b.form)
     )
 
 
@@ -334,10 +332,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     def _process(self, certificates, verbose=0):
         abstained = certificates.abstained.copy()
         reduced = certificates.reduced.copy()
-        scale = certificates.scale.copy()
-        rest = (
-            None if certificates.scale_rest is None else certificates.scale_rest.copy()
-        )
+        balls, ball_scales = [], []  # rows shrunk to a ball, and its scale
         label = certificates.label.copy()
         class_index = certificates.class_index.copy()
         gap = certificates.gap.copy()
@@ -361,19 +356,17 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
                 self.n_abstained_ += 1
                 continue
             if shrunk:
-                # a ball: the isotropic scale s in whichever form the rows use
                 reduced[i] = True
-                scale[i] = region.scale
-                if rest is not None:
-                    rest[i] = region.scale
+                balls.append(i)
+                ball_scales.append(region.scale)
                 self.n_reduced_ += 1
             self._store(region, certificates.label[i])
         label = with_abstentions(label, abstained, certificates.abstain_label)
         return certificates._replace(
             abstained=abstained,
             reduced=reduced,
-            scale=scale,
-            scale_rest=rest,
+            # a ball: the isotropic scale s in whichever form the rows use
+            scale=certificates.scales.with_isotropic(balls, ball_scales),
             label=label,
             class_index=class_index,
             gap=gap,
@@ -399,12 +392,15 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         """``reset`` then ``partial_fit``."""
         return self.reset().partial_fit(certificates)
 
-    def transform(self, certificates):
+    def transform(self, certificates, *, verbose=None):
         """Memory-certify ``certificates`` in order (remembering each answer).
 
         Parameters
         ----------
         certificates : Certificates
+        verbose : int, default=None
+            This call's verbosity, at least the memory's own (an estimator
+            passes its ``verbose``); None: the memory's own.
 
         Returns
         -------
@@ -412,13 +408,10 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             The same certificates with regions shrunk (``reduced``) or turned
             into abstentions where they conflicted with the memory.
         """
-        return self._transform(certificates, verbose=self.verbose)
-
-    def _transform(self, certificates, *, verbose):
-        """``transform`` with the caller's verbosity (the estimator's)."""
         self._check(certificates)
         if not hasattr(self, "n_entries_"):
             self._initialise(certificates)
+        verbose = self.verbose if verbose is None else max(verbose, self.verbose)
         return self._process(certificates, verbose=verbose)
 
     def fit_transform(self, certificates, y=None):
@@ -429,3 +422,73 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         return tags
+
+
+# --------------------------------------------- an estimator's memories by smoothing
+def remembered(memories, smoothing):
+    """The memory of ``smoothing`` in ``memories`` (an estimator's ``memories_``,
+    keyed by :func:`~smoothlearn.strategies.describe_smoothing`), added empty
+    when it has none yet."""
+    if smoothing not in memories:
+        memories[smoothing] = MemoryCertifier()
+    return memories[smoothing]
+
+
+def key_by_smoothing(memories):
+    """Memories saved by an earlier version, keyed by their smoothing.
+
+    Earlier versions keyed each memory by ``(name, ((param, repr), ...), noise,
+    repr(sigma))``, which split one smoothing's memory between spellings
+    (``kappa=2`` and ``kappa=2.0``); memories that turn out to be one
+    smoothing's are joined (:meth:`MemoryCertifier._absorb`), so later
+    certificates avoid the regions of all of them. A key that cannot be read is
+    kept, with a warning.
+
+    Returns
+    -------
+    by_smoothing : dict of str to MemoryCertifier
+    moved : dict
+        ``id`` of each memory given to the memory that now holds its entries.
+    """
+    by_smoothing, moved = {}, {}
+    for key, memory in memories.items():
+        smoothing = key if isinstance(key, str) else _smoothing_of_old_key(key)
+        if smoothing is None:
+            warnings.warn(
+                f"a memory saved under {key!r} by an earlier version could not be "
+                "matched to a smoothing; it is kept under that key, and later "
+                "certificates of its smoothing are not constrained by it.",
+                UserWarning,
+                stacklevel=4,
+            )
+            smoothing = key
+        if smoothing in by_smoothing:
+            warnings.warn(
+                f"an earlier version kept two memories for {smoothing}; they are "
+                "joined, so later certificates avoid the regions of both.",
+                UserWarning,
+                stacklevel=4,
+            )
+            by_smoothing[smoothing]._absorb(memory)
+        else:
+            by_smoothing[smoothing] = memory
+        moved[id(memory)] = by_smoothing[smoothing]
+    return by_smoothing, moved
+
+
+def _smoothing_of_old_key(key):
+    """The smoothing an earlier version's memory key stood for, or None."""
+    try:
+        name, params, noise, sigma = key
+        # the reprs were written by this library into the pickle being loaded
+        # (which could run any code anyway): numbers, strings, None, strategies
+        namespace = {cls.__name__: cls for cls in STRATEGIES.values()}
+        namespace.update(np=np, inf=np.inf, nan=np.nan)
+        values = {
+            param: eval(text, {"__builtins__": {}}, namespace)  # noqa: S307
+            for param, text in params
+        }
+        strategy = STRATEGIES[name](**values)
+        return describe_smoothing(strategy, get_noise(noise), float(sigma))
+    except Exception:  # any key this function cannot read: the caller warns
+        return None

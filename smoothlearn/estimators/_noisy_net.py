@@ -1,13 +1,16 @@
 """The skorch network trained under smoothing noise."""
 
 import copy
+import threading
+import weakref
 
 import numpy as np
 import torch
 from skorch import NeuralNetClassifier
 from skorch.dataset import unpack_data
 
-from ..network import first_output
+from .._checkpoint import network_digest
+from ..network import FlatInputNetwork, first_output
 from ..noise import get_noise
 from ..training import GaussianAugmentation
 from ._networks import default_module_for
@@ -16,6 +19,7 @@ __all__ = [
     "NETWORK_PREFIXES",
     "NoisyNeuralNetClassifier",
     "build_noisy_net",
+    "certification_network",
     "is_network_param",
     "outputs_probabilities",
 ]
@@ -91,6 +95,49 @@ def build_noisy_net(
         ),
         **params,
     )
+
+
+#: The certification view of each fitted skorch net, with the digest of the
+#: weights it was built for; gone with the net.
+_networks = weakref.WeakKeyDictionary()
+_networks_lock = threading.Lock()
+
+
+def certification_network(net, input_shape, n_classes):
+    """The fitted ``net`` as the engine and the strategies see it.
+
+    Built once per fitted network (its channels-last copy, its first-layer
+    split and that split's check), and again only if the network's weights
+    or device changed since (``net_`` trained further, weights loaded): a
+    digest of the weights is checked on every call.
+
+    Parameters
+    ----------
+    net : skorch.NeuralNet
+        Initialised or fitted.
+    input_shape : tuple of int
+    n_classes : int
+
+    Returns
+    -------
+    FlatInputNetwork
+    """
+    key = (network_digest(net.module_), str(net.device), tuple(input_shape), n_classes)
+    with _networks_lock:
+        cached = _networks.get(net)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    network = FlatInputNetwork(
+        net.module_,
+        input_shape,
+        n_classes,
+        device=net.device,
+        nonlinearity=net._get_predict_nonlinearity(),
+        outputs_probabilities=outputs_probabilities(net),
+    )
+    with _networks_lock:
+        _networks[net] = (key, network)
+    return network
 
 
 def outputs_probabilities(net):

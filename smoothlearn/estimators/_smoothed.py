@@ -1,8 +1,6 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
-import copy
 import inspect
-import numbers
 import warnings
 from numbers import Integral, Real
 
@@ -15,17 +13,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._checkpoint import CheckpointLog, run_fingerprint
-from ..certify import (
-    BlockResult,
-    SmoothingTask,
-    bank_key,
-    predict_from_counts,
-    run_blocks,
-)
-from ..network import FlatInputNetwork, check_output_size
+from ..banks import bank_key
+from ..blocks import BlockResult, run_blocks
+from ..bounds import predict_from_counts
+from ..certify import SmoothingTask
+from ..network import check_output_size
 from ..noise import NOISES, get_noise
-from ..regions import Certificates, with_abstentions
-from ..strategies import STRATEGIES, get_strategy
+from ..regions import Certificates, class_labels, resolve_abstain_label
+from ..strategies import STRATEGIES, certification_strategy, get_strategy
 from ..strategies._base import describe_smoothing
 from ..training import TRAININGS, get_training
 from ..utils._sklearn_compat import (
@@ -35,12 +30,12 @@ from ..utils._sklearn_compat import (
     _fit_context,
     validate_data,
 )
-from ._memory import MemoryCertifier
+from ._memory import MemoryCertifier, key_by_smoothing, remembered
 from ._noisy_net import (
     NETWORK_PREFIXES,
     build_noisy_net,
+    certification_network,
     is_network_param,
-    outputs_probabilities,
 )
 
 __all__ = ["SmoothedClassifier"]
@@ -387,43 +382,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 state[name] = param.default
         super().__setstate__(state)
         if any(not isinstance(key, str) for key in getattr(self, "memories_", ())):
-            self._key_memories_by_smoothing()
-
-    def _key_memories_by_smoothing(self):
-        """Re-key memories saved by an earlier version under their smoothing.
-
-        Earlier versions keyed each memory by ``(name, ((param, repr), ...),
-        noise, repr(sigma))``, which split one smoothing's memory between
-        spellings (``kappa=2`` and ``kappa=2.0``); memories that turn out to
-        be one smoothing's are joined (:meth:`MemoryCertifier._absorb`), so
-        later certificates avoid the regions of all of them.
-        """
-        by_smoothing, moved = {}, {}
-        for key, memory in self.memories_.items():
-            smoothing = key if isinstance(key, str) else _smoothing_of_old_key(key)
-            if smoothing is None:
-                warnings.warn(
-                    f"a memory saved under {key!r} by an earlier version could not be "
-                    "matched to a smoothing; it is kept under that key, and later "
-                    "certificates of its smoothing are not constrained by it.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                smoothing = key
-            if smoothing in by_smoothing:
-                warnings.warn(
-                    f"an earlier version kept two memories for {smoothing}; they are "
-                    "joined, so later certificates avoid the regions of both.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                by_smoothing[smoothing]._absorb(memory)
-            else:
-                by_smoothing[smoothing] = memory
-            moved[id(memory)] = by_smoothing[smoothing]
-        self.memories_ = by_smoothing
-        if "memory_" in self.__dict__ and id(self.memory_) in moved:
-            self.memory_ = moved[id(self.memory_)]
+            # an earlier version's keys: each memory under its smoothing
+            self.memories_, moved = key_by_smoothing(self.memories_)
+            if "memory_" in self.__dict__ and id(self.memory_) in moved:
+                self.memory_ = moved[id(self.memory_)]
 
     # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=False)
@@ -520,18 +482,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             )
         return X
 
-    def _network(self):
-        net = self.net_
-        nonlinearity = net._get_predict_nonlinearity()
-        return FlatInputNetwork(
-            net.module_,
-            self.input_shape_,
-            len(self.classes_),
-            device=net.device,
-            nonlinearity=nonlinearity,
-            outputs_probabilities=outputs_probabilities(net),
-        )
-
     def _abstain_label(self, classes=None):
         """The abstain marker for ``classes`` (the fitted ones by default)."""
         return resolve_abstain_label(
@@ -540,47 +490,21 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _labels(self, class_index):
         """Class labels for class indices, the abstain label where -1."""
-        abstained = class_index < 0
-        labels = self.classes_[np.where(abstained, 0, class_index)]
-        return with_abstentions(labels, abstained, self._abstain_label())
+        return class_labels(self.classes_, class_index, self._abstain_label())
 
     def _certification_strategy(self):
-        """The strategy used at certification time.
-
-        A strategy that trains nothing is resolved afresh from ``self.strategy``,
-        so ``set_params(strategy=...)`` after ``fit`` certifies the trained
-        network with the new strategy; one trained in ``fit`` is ``strategy_``.
-        """
-        strategy = get_strategy(self.strategy)
-        if strategy.trained_in_fit:
-            fitted = self.strategy_
-            trained = strategy.describe(skip=strategy.certification_params)
-            if type(strategy) is not type(fitted) or trained != fitted.describe(
-                skip=fitted.certification_params
-            ):
-                raise ValueError(
-                    f"strategy {strategy!r} is trained in fit; refit the estimator "
-                    f"to use it (fitted with {fitted!r})."
-                )
-            if strategy.describe() == fitted.describe():
-                return fitted
-            # only parameters that certification reads differ: the trained
-            # generator with them (a copy: strategy_ stays as fitted)
-            certifying = copy.copy(fitted).set_params(
-                **{
-                    name: getattr(strategy, name)
-                    for name in fitted.certification_params
-                }
-            )
-            certifying.check(self.noise_, self.input_shape_)
-            return certifying
-        strategy.check(self.noise_, self.input_shape_)
-        return strategy
+        """The strategy used at certification time
+        (:func:`~smoothlearn.strategies.certification_strategy`)."""
+        return certification_strategy(
+            self.strategy, self.strategy_, self.noise_, self.input_shape_
+        )
 
     def _task(self, strategy, radius=None):
         """The engine's picture of this classifier under ``strategy``."""
         return SmoothingTask(
-            network=self._network(),
+            network=certification_network(
+                self.net_, self.input_shape_, len(self.classes_)
+            ),
             strategy=strategy,
             family=self.noise_,
             sigma=self.sigma,
@@ -653,28 +577,19 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self._validate_params()
         strategy = self._certification_strategy()
         memory = self._memory_for(strategy)
-        log = None
-        if checkpoint is not None:
-            log = CheckpointLog(
-                checkpoint,
-                run_fingerprint(
-                    self.net_.module_,
-                    getattr(self, "noise_generator_", None),
-                    strategy,
-                    self.noise_,
-                    sigma=self.sigma,
-                    n0=self.n0,
-                    n=self.n,
-                    alpha=self.alpha,
-                    radius_tolerance=self.radius_tolerance,
-                    radius=radius,
-                    input_shape=self.input_shape_,
-                    classes=self.classes_,
-                ),
-            )
         # the task holds the network and strategy, not the estimator: workers
         # get no memory, which they never use and which may hold many regions
         task = self._task(strategy, radius=radius)
+        log = None
+        if checkpoint is not None:
+            fingerprint = run_fingerprint(
+                task,
+                module=self.net_.module_,
+                noise_generator=getattr(self, "noise_generator_", None),
+                input_shape=self.input_shape_,
+                classes=self.classes_,
+            )
+            log = CheckpointLog(checkpoint, fingerprint)
         result = BlockResult.concatenate(
             self._run_blocks(
                 task.certify, X_flat, bank_key(self.random_state), checkpoint=log
@@ -693,14 +608,12 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             abstain_label=self._abstain_label(),
             time=result.time,
             n_draws=result.n_draws,
-            **result.scale,
+            scale=result.scale,
         )
-        if memory is not None:
-            if isinstance(memory, MemoryCertifier):
-                verbose = max(self.verbose, memory.verbose)
-                certificates = memory._transform(certificates, verbose=verbose)
-            else:
-                certificates = memory.transform(certificates)
+        if isinstance(memory, MemoryCertifier):
+            return memory.transform(certificates, verbose=self.verbose)
+        if memory is not None:  # a user's own memory-like object
+            return memory.transform(certificates)
         return certificates
 
     def _memory_for(self, strategy):
@@ -726,10 +639,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             # the user's own instance, state included (pickled with the estimator)
             self.memory_ = self.memory
             return self.memory_
-        key = self._smoothing(strategy)
-        if key not in self.memories_:
-            self.memories_[key] = MemoryCertifier()
-        self.memory_ = self.memories_[key]
+        self.memory_ = remembered(self.memories_, self._smoothing(strategy))
         return self.memory_
 
     def _smoothing(self, strategy):
@@ -830,24 +740,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         return self._estimation_counts(X) / float(self.n)
 
 
-def _smoothing_of_old_key(key):
-    """The smoothing an earlier version's memory key stood for, or None."""
-    try:
-        name, params, noise, sigma = key
-        # the reprs were written by this library into the pickle being loaded
-        # (which could run any code anyway): numbers, strings, None, strategies
-        namespace = {cls.__name__: cls for cls in STRATEGIES.values()}
-        namespace.update(np=np, inf=np.inf, nan=np.nan)
-        values = {
-            param: eval(text, {"__builtins__": {}}, namespace)  # noqa: S307
-            for param, text in params
-        }
-        strategy = STRATEGIES[name](**values)
-        return describe_smoothing(strategy, get_noise(noise), float(sigma))
-    except Exception:  # any key this function cannot read: the caller warns
-        return None
-
-
 def _flatten_images(X):
     """``(X, image_shape)``: image-shaped inputs flattened for validation.
 
@@ -866,44 +758,3 @@ def _flatten_images(X):
         return X, None
     X = np.asarray(X)
     return X.reshape(len(X), -1), tuple(X.shape[1:])
-
-
-def resolve_abstain_label(abstain_label, classes):
-    """The label marking an abstention among ``classes``.
-
-    ``'auto'`` picks -1 (or one below the smallest class) for numeric classes
-    and ``'abstain'`` for string classes; a given label must be of the
-    classes' kind and not one of them.
-
-    Raises
-    ------
-    TypeError
-        A numeric label for string classes or the other way round (the
-        predictions would mix kinds, which scikit-learn's metrics reject).
-    ValueError
-        A label that is one of the classes.
-    """
-    numeric = np.asarray(classes).dtype.kind in "biuf"
-    if isinstance(abstain_label, str) and abstain_label == "auto":
-        if numeric:
-            return min(-1, classes.min() - 1) if -1 in classes else -1
-        label = "abstain"
-        while label in set(classes):
-            label = f"<{label}>"
-        return label
-    given_numeric = isinstance(abstain_label, (numbers.Number, np.number)) and not (
-        isinstance(abstain_label, (bool, np.bool_))
-    )
-    if given_numeric != numeric:
-        kind = "numbers" if numeric else "strings"
-        raise TypeError(
-            f"abstain_label={abstain_label!r} does not fit classes that are {kind}: "
-            "predictions would mix kinds, which scikit-learn's metrics reject. Use "
-            f"abstain_label='auto' or a label of the classes' kind."
-        )
-    if abstain_label in set(classes.tolist()):
-        raise ValueError(
-            f"abstain_label={abstain_label!r} is one of the classes; abstentions "
-            "would be indistinguishable from predictions of that class."
-        )
-    return abstain_label

@@ -170,7 +170,7 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
         sigma : float
             The estimator's base noise level.
         family : NoiseFamily
-        bank : smoothlearn.certify.NoiseBank
+        bank : smoothlearn.banks.NoiseBank
             Optimisation draws, independent of the certification draws.
         p_max : float, default=None
             The largest probability bound certification can give (all ``n``
@@ -179,10 +179,9 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
 
         Returns
         -------
-        dict
-            Keyword arguments of :class:`~smoothlearn.regions.Certificates`
-            describing the scale: ``scale`` and, for rotated scales, ``basis``
-            and ``scale_rest``.
+        Scale
+            The scale of each input (:class:`~smoothlearn.scale.Scale`, any
+            form), with the noise's mean offset where the strategy moves it.
         """
         raise NotImplementedError  # abstract
 

@@ -68,18 +68,10 @@ class StartsFromIsotropic(BaseStrategy):
         """
         if not self.compare_draws:
             return answer
-
-        def isotropic(values):
-            values = np.asarray(values, dtype=np.float64)
-            out = {"scale": np.repeat(values[:, None], answer["scale"].shape[1], 1)}
-            if "basis" in answer:
-                out["basis"], out["scale_rest"] = answer["basis"], values
-            return out
-
-        d = X.shape[1]
+        d, every = X.shape[1], np.arange(len(X))
         candidates = [
-            isotropic(np.full(len(X), float(sigma))),
-            isotropic(sigma_start),
+            answer.with_isotropic(every, np.full(len(X), float(sigma))),
+            answer.with_isotropic(every, sigma_start),
             answer,
         ]
         chosen, _ = better_of(

@@ -11,8 +11,8 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from ..certify import count_classes
-from ..regions import Scale
+from ..counting import count_classes
+from ..scale import Scale
 from ..utils._deprecation import deprecated_option
 from ..utils._sklearn_compat import Interval, StrOptions
 
@@ -117,9 +117,9 @@ COMPARE_DRAWS = 4000
 def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p_max):
     """Per input, the candidate smoothing whose certificate looks largest.
 
-    Each candidate (a strategy answer of one form for all rows: ``scale`` and
-    optionally ``basis``, ``scale_rest``, and UCAN's ``offset``, which moves
-    the noise's centre) is run on the same ``n_draws``
+    Each candidate (a :class:`~smoothlearn.scale.Scale`, one form for all
+    candidates, with UCAN's offset where it has one, which moves the noise's
+    centre) is run on the same ``n_draws``
     optimisation-bank rows from ``offset`` (common random numbers, independent
     of the certification draws, so the memory covers the choice, DESIGN.md
     section 5). Its gap is a cautious estimate of what certification would
@@ -151,7 +151,7 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
 
     Returns
     -------
-    answer : dict
+    answer : Scale
         The chosen rows of the candidates, in their common form.
     chosen : ndarray of int, shape (m,)
         Index of the candidate each input took.
@@ -168,18 +168,10 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     # first only when its lead is more than luck on n_draws draws
     noise = COMPARE_Z / np.sqrt(n_draws)
     scores = []
-    for answer in candidates:
-        as_run = {k: np.asarray(v, dtype=np.float32) for k, v in answer.items()}
-        centre = X if "offset" not in as_run else X + as_run["offset"]
+    for candidate in candidates:
+        # counted as the engine runs it: float32, at x + offset
         counts = count_classes(
-            network,
-            centre,
-            as_run["scale"],
-            rows,
-            n_draws,
-            batch_size=max(1000, n_draws),
-            basis=as_run.get("basis"),
-            scale_rest=as_run.get("scale_rest"),
+            network, X, candidate, rows, n_draws, batch_size=max(1000, n_draws)
         )
         top = counts.max(axis=1)
         share = top / n_draws
@@ -187,15 +179,6 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
         spread = np.sqrt(jeffreys * (1.0 - jeffreys))
         bound = np.minimum(share - (np.sqrt(width2) + noise) * spread, ceiling)
         gap = np.maximum(family.gap(np.maximum(bound, 0.5)), 0.0)
-        scale = Scale(
-            np.asarray(answer["scale"]), answer.get("basis"), answer.get("scale_rest")
-        )
-        scores.append(score(gap, scale))
+        scores.append(score(gap, candidate))
     chosen = np.argmax(np.stack(scores), axis=0)  # first maximum: ties keep the first
-    answer = {
-        name: np.stack([np.asarray(c[name]) for c in candidates])[
-            chosen, np.arange(len(X))
-        ]
-        for name in candidates[0]
-    }
-    return answer, chosen
+    return Scale.pick(candidates, chosen), chosen

@@ -5,6 +5,7 @@ from numbers import Real
 import numpy as np
 import torch
 
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval
 from ._from_isotropic import StartsFromIsotropic
@@ -144,11 +145,10 @@ class ANCER(StartsFromIsotropic):
             offset=offset,
             p_max=p_max,
         )
-        answer = {"scale": theta}
         return self.keep_best(
             network,
             X,
-            answer,
+            Scale(theta),
             sigma=sigma,
             sigma_start=sigma_start,
             family=family,

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ..scale import Scale
 from ._base import BaseStrategy
 
 __all__ = ["Cohen"]
@@ -30,4 +31,4 @@ class Cohen(BaseStrategy):
     shared_scale = True
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
-        return {"scale": np.full(len(X), float(sigma))}
+        return Scale(np.full(len(X), float(sigma)))

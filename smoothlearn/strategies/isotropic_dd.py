@@ -5,6 +5,7 @@ from numbers import Real
 import numpy as np
 import torch
 
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
@@ -129,13 +130,13 @@ class IsotropicDD(BaseStrategy):
             self, network, X, sigma, family=family, bank=bank, p_max=p_max
         )
         if not self.compare_draws:
-            return {"scale": scale}
+            return Scale(scale)
         # never worse than the start: sigma or sigma_x, whichever gives the
         # larger sigma * gap on fresh optimisation draws (ties keep sigma)
         answer, _ = better_of(
             network,
             X,
-            [{"scale": np.full(len(X), float(sigma))}, {"scale": scale}],
+            [Scale(np.full(len(X), float(sigma))), Scale(scale)],
             lambda gap, s: gap * s.smallest(),
             family=family,
             bank=bank,

@@ -4,7 +4,7 @@ from numbers import Integral, Real
 
 import torch
 
-from ..regions import Scale
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
@@ -190,11 +190,7 @@ class RANCER(StartsFromIsotropic):
         )
         if basis.shape[2] == X.shape[1]:
             rest = s.min(axis=1)  # a full basis has no complement
-        answer = {
-            "scale": s,
-            "basis": basis.double().cpu().numpy(),
-            "scale_rest": rest,
-        }
+        answer = Scale(s, basis.double().cpu().numpy(), rest)
         return self.keep_best(
             network,
             X,

@@ -4,6 +4,7 @@ from numbers import Integral, Real
 
 import torch
 
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
@@ -268,11 +269,7 @@ class RDDRS(StartsFromIsotropic):
             vectors = basis.double() @ vectors
         else:
             rest = values[:, -1]  # a full basis has no complement
-        answer = {
-            "scale": values.cpu().numpy(),
-            "basis": vectors.cpu().numpy(),
-            "scale_rest": rest.cpu().numpy(),
-        }
+        answer = Scale(values.cpu().numpy(), vectors.cpu().numpy(), rest.cpu().numpy())
         return self.keep_best(
             network,
             X,

@@ -18,6 +18,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED, deprecated_option
 from ..utils._sklearn_compat import Interval
 from ._base import BaseStrategy
@@ -98,10 +99,10 @@ class _GeneratorStrategy(BaseStrategy):
         m = len(X)
         offset = offset.reshape(-1, X.shape[1]).expand(m, -1).cpu().numpy()
         multiplier = multiplier.reshape(-1, X.shape[1]).expand(m, -1).cpu().numpy()
-        return {
-            "scale": float(sigma) * multiplier.astype(np.float64),
-            "offset": offset.astype(np.float32),
-        }
+        return Scale(
+            float(sigma) * multiplier.astype(np.float64),
+            offset=offset.astype(np.float32),
+        )
 
 
 class UCANUniversal(_GeneratorStrategy):
@@ -259,10 +260,10 @@ class UCANInput(_GeneratorStrategy):
         )
         if not self.compare_draws:
             return answer
-        isotropic = np.full_like(answer["scale"], float(sigma))
+        isotropic = np.full_like(answer.values, float(sigma))
         candidates = [
-            {"scale": isotropic, "offset": np.zeros_like(answer["offset"])},
-            {"scale": isotropic, "offset": answer["offset"]},
+            Scale(isotropic, offset=np.zeros_like(answer.offset)),
+            Scale(isotropic, offset=answer.offset),
             answer,
         ]
         d = X.shape[1]

@@ -4,6 +4,7 @@ from numbers import Real
 
 import numpy as np
 
+from ..scale import Scale
 from ..utils._deprecation import DEPRECATED, deprecated_option
 from ..utils._sklearn_compat import Interval, StrOptions
 from ._base import BaseStrategy
@@ -127,4 +128,4 @@ class UCANPattern(BaseStrategy):
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         row = float(sigma) * self.multipliers(network.input_shape).reshape(-1)
-        return {"scale": np.tile(row, (len(X), 1))}
+        return Scale(np.tile(row, (len(X), 1)))

@@ -1,0 +1,117 @@
+"""The counting kernel: the base network's votes on ``x + S z`` over a bank's rows.
+
+Every count the library makes (selection, estimation, a sequential decision's
+looks, a strategy comparing candidate smoothings) goes through
+:func:`count_classes`: one loop over windows of a noise bank, with
+
+* a pluggable scale: the :class:`~smoothlearn.scale.Scale` perturbs the noise
+  centres (:meth:`~smoothlearn.scale.Scale.perturb`), whatever its form;
+* a pluggable response: the plain forward pass of every noisy input, or, when
+  the network starts with a linear map and the scale's rows share structure
+  (:meth:`~smoothlearn.scale.Scale.shared_parts`), the fused first layer kept
+  inside :class:`~smoothlearn.first_layer.FirstLinear`, which reuses the
+  map's response to each window for every input.
+
+Memory: a call holds one chunk of a bank and one window of it
+(``CHUNK_ROWS + min(n, batch_size)`` rows of ``n_features`` float32) plus one
+forward batch (at most ``max(batch_size, min(n, batch_size))`` noisy inputs,
+their activations and logits), whatever ``n`` and however many inputs are
+counted.
+"""
+
+import numpy as np
+import torch
+
+from .scale import Scale
+
+__all__ = ["count_classes"]
+
+
+class _PlainResponse:
+    """Class scores of the whole network on every noisy input."""
+
+    def __init__(self, network, centres, scale):
+        self.network, self.centres, self.scale = network, centres, scale
+
+    def window(self, z):
+        return None
+
+    def scores(self, i0, i1, z, shared):
+        noisy = self.scale[i0:i1].perturb(self.centres[i0:i1], z)
+        return self.network.logits(noisy.reshape(-1, self.network.n_features))
+
+
+def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
+    """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
+
+    Processing is chunk-major: one window of the bank (``min(n_draws,
+    batch_size)`` rows) serves every input before the next window is drawn,
+    so each draw is generated once per call; each forward pass carries
+    ``batch_size // window`` inputs (at least one) times the window's rows.
+
+    Parameters
+    ----------
+    network : FlatInputNetwork
+    X : ndarray of shape (m, n_features)
+        Flat inputs.
+    scale : Scale
+        The scale of each input, run in float32; its offset, if any, moves
+        each input's noise centre to ``x + offset``.
+    bank : NoiseBank
+    n_draws : int
+        Rows of the bank to use: ``n_draws`` rows from ``first_row``.
+    batch_size : int
+        Noisy inputs per forward pass.
+    first_row : int, default=0
+        The first row of the bank used: a later call from ``first_row = a``
+        extends counts of rows ``[0, a)`` without repeating them.
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (m, n_classes)
+    """
+    if not isinstance(scale, Scale):
+        raise TypeError(
+            f"count_classes takes a smoothlearn.scale.Scale; got {type(scale).__name__}"
+        )
+    m = len(X)
+    device, K = network.device, network.n_classes
+    counts = torch.zeros((m, K), dtype=torch.int64, device=device)
+    if m == 0 or n_draws == 0:
+        return counts.cpu().numpy()
+    window = min(n_draws, batch_size)
+    group = max(1, batch_size // window)
+    if scale.offset is not None:  # UCAN's mean offset moves the noise's centre
+        X = X + np.asarray(scale.offset, dtype=np.float32)
+    centres = network.inputs(X)
+    scale = scale.map(
+        lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32), device=device),
+        offset=False,
+    )
+    parts = scale.shared_parts()
+    first = network.first_linear if parts is not None else None
+    network.module.eval()
+    with torch.inference_mode():
+        if first is None:
+            response = _PlainResponse(network, centres, scale)
+        else:
+            response = first.fused_response(centres, parts)
+        stop = first_row + n_draws
+        for start in range(first_row, stop, window):
+            z = bank.rows(start, min(start + window, stop)).to(device)
+            shared = response.window(z)
+            for i0 in range(0, m, group):
+                i1 = min(i0 + group, m)
+                pred = response.scores(i0, i1, z, shared).argmax(dim=1)
+                _add_votes(counts, i0, i1, pred, z.shape[0], K)
+    return counts.cpu().numpy()
+
+
+def _add_votes(counts, i0, i1, pred, w, K):
+    """Add the predictions of inputs ``i0:i1`` (``w`` draws each, input-major)."""
+    if i1 - i0 == 1:
+        counts[i0] += torch.bincount(pred, minlength=K)
+    else:
+        rows = torch.arange(i1 - i0, device=pred.device).repeat_interleave(w)
+        block = torch.bincount(rows * K + pred, minlength=(i1 - i0) * K)
+        counts[i0:i1] += block.view(i1 - i0, K)

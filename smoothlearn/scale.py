@@ -1,0 +1,405 @@
+"""The smoothing scale ``S``: the one currency of the engine.
+
+A strategy answers a :class:`Scale` for a block of inputs (with UCAN's mean
+offset where it has one); :meth:`Scale.as_run` gives the float32 smoothing the
+engine runs and the region a certificate may record; the counting kernel draws
+``x + offset + S z`` through :meth:`Scale.perturb`; block results,
+:class:`~smoothlearn.regions.Certificates` and the memory's regions hold rows
+of one. Every fact about a form (its arrays, volume, extreme singular values,
+powers, noise, float32 rounding, the memory's ball, and the special structure
+geometry and first-layer reuse exploit) is written here once.
+
+The forms, shared by all rows of one Scale:
+
+* isotropic: ``values`` of shape ``(m,)``, ``S_i = values[i] I``;
+* diagonal: ``values`` of shape ``(m, d)``, ``S_i = diag(values[i])``;
+* rotated: ``basis`` of shape ``(m, d, k)`` with orthonormal columns ``U_i``,
+  ``values`` of shape ``(m, k)`` and ``rest`` of shape ``(m,)``:
+  ``S_i = U_i diag(values[i]) U_i^T + rest[i] (I - U_i U_i^T)`` (``k = d`` is
+  a full rotation, with no complement).
+
+Arrays are numpy, or torch tensors for what the engine and the optimisers
+compute (:meth:`noise`, :meth:`perturb`, :meth:`shared_parts`); the arithmetic
+uses only operators and methods both share, so this module needs no torch.
+"""
+
+import numpy as np
+
+__all__ = ["Scale"]
+
+#: Names of a Scale's arrays where they are stored apart: keyword arguments of
+#: :class:`~smoothlearn.regions.Certificates` and the fields of a checkpoint
+#: log's rows.
+FIELDS = {"values": "scale", "basis": "basis", "rest": "scale_rest"}
+
+
+class Scale:
+    """The smoothing scales ``S_i`` of a set of rows, in one compact form.
+
+    Parameters
+    ----------
+    values : array of shape (m,), (m, d) or (m, k)
+        Isotropic or diagonal scales, or the in-basis scales of a rotated one.
+    basis : array of shape (m, d, k), default=None
+        Orthonormal columns ``U_i`` of a rotated scale.
+    rest : array of shape (m,), default=None
+        A rotated scale's isotropic scale on the complement of ``basis``.
+    offset : array of shape (m, d), default=None
+        The noise's mean offset (UCAN's generators): the noise is
+        ``offset + S z``, centred at ``x + offset``; the certified region stays
+        centred at ``x``. Carried from a strategy to the engine, never into a
+        certificate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = Scale(np.array([0.5, 2.0]))
+    >>> s.kind, s.smallest().tolist(), s.geometric_mean(3).tolist()
+    ('isotropic', [0.5, 2.0], [0.5, 2.0])
+    """
+
+    #: Names of the arrays where they are stored apart (:meth:`fields`).
+    FIELD_NAMES = tuple(FIELDS.values())
+
+    # pickles of an earlier version hold no offset
+    offset = None
+
+    def __init__(self, values, basis=None, rest=None, offset=None):
+        if (basis is None) != (rest is None):
+            raise ValueError("a rotated scale needs both basis and rest")
+        self.values = values
+        self.basis = basis
+        self.rest = rest
+        self.offset = offset
+
+    # ------------------------------------------------------------ the form
+    @property
+    def kind(self):
+        """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
+        if self.basis is not None:
+            return "rotated"
+        return "isotropic" if self.values.ndim == 1 else "diagonal"
+
+    def __len__(self):
+        return len(self.values)
+
+    def _arrays(self):
+        return {"values": self.values, "basis": self.basis, "rest": self.rest}
+
+    def map(self, function, *, offset=True):
+        """A Scale of ``function(array)`` for each of its arrays (the offset too,
+        unless ``offset=False``, which drops it)."""
+        arrays = {
+            k: None if a is None else function(a) for k, a in self._arrays().items()
+        }
+        moved = None if self.offset is None or not offset else function(self.offset)
+        return Scale(**arrays, offset=moved)
+
+    def __getitem__(self, rows):
+        """The rows ``rows`` (a slice, index array or list) as a Scale."""
+        return self.map(lambda a: a[rows])
+
+    def fields(self):
+        """The arrays under their stored names (``scale``, ``basis``,
+        ``scale_rest``), Nones left out; the offset is not a region's."""
+        return {FIELDS[k]: a for k, a in self._arrays().items() if a is not None}
+
+    @classmethod
+    def from_fields(cls, scale, basis=None, scale_rest=None):
+        """The Scale whose :meth:`fields` are these."""
+        return cls(scale, basis, scale_rest)
+
+    @classmethod
+    def concatenate(cls, parts):
+        """The rows of ``parts`` (Scales of one form), in order."""
+        parts = list(parts)
+        first = parts[0]
+        arrays = {
+            k: None if a is None else np.concatenate([p._arrays()[k] for p in parts])
+            for k, a in first._arrays().items()
+        }
+        offset = None
+        if first.offset is not None:
+            offset = np.concatenate([p.offset for p in parts])
+        return cls(**arrays, offset=offset)
+
+    @classmethod
+    def pick(cls, candidates, chosen):
+        """Row ``i`` of ``candidates[chosen[i]]``, for Scales of one form."""
+        rows = np.arange(len(chosen))
+
+        def picked(arrays):
+            return np.stack([np.asarray(a) for a in arrays])[chosen, rows]
+
+        first = candidates[0]
+        arrays = {
+            k: None if a is None else picked([c._arrays()[k] for c in candidates])
+            for k, a in first._arrays().items()
+        }
+        offset = None
+        if first.offset is not None:
+            offset = picked([c.offset for c in candidates])
+        return cls(**arrays, offset=offset)
+
+    def equals(self, other):
+        """Whether ``other`` holds the same rows exactly: form, values, offset."""
+        pairs = list(zip(self._arrays().values(), other._arrays().values()))
+        pairs.append((self.offset, other.offset))
+        return all(
+            (a is None and b is None)
+            or (a is not None and b is not None and np.array_equal(a, b))
+            for a, b in pairs
+        )
+
+    def check(self, n_rows, n_features):
+        """Raise a ValueError unless this is a Scale of ``n_rows`` rows for
+        inputs of ``n_features``."""
+        values = self.values
+        if values.shape[0] != n_rows or values.ndim not in (1, 2):
+            raise ValueError("scale must have shape (n,), (n, d) or (n, k)")
+        if self.basis is None:
+            if values.ndim == 2 and values.shape[1] != n_features:
+                raise ValueError("a diagonal scale must have one column per feature")
+            return
+        if self.basis.shape[:2] != (n_rows, n_features) or values.shape != (
+            n_rows,
+            self.basis.shape[2],
+        ):
+            raise ValueError("basis must be (n, d, k) with scale (n, k)")
+        if self.rest.shape != (n_rows,):
+            raise ValueError("a rotated scale needs scale_rest of shape (n,)")
+
+    def with_isotropic(self, rows, values):
+        """Rows ``rows`` replaced by isotropic ``values`` (shape ``(len(rows),)``),
+        in this Scale's form (a copy): the memory's reduced balls and the
+        isotropic candidates strategies compare with their answer."""
+        values = np.asarray(values, dtype=np.float64)
+        new = np.array(self.values, copy=True)
+        new[rows] = values if self.kind == "isotropic" else values[:, None]
+        rest = None
+        if self.rest is not None:
+            rest = np.array(self.rest, copy=True)
+            rest[rows] = values
+        return Scale(new, self.basis, rest, self.offset)
+
+    # -------------------------------------------------------------- facts
+    def _has_complement(self):
+        return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
+
+    def smallest(self):
+        """Smallest singular value of each ``S_i``, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        smallest = self.values.min(axis=1)
+        if self._has_complement():
+            smallest = np.minimum(smallest, self.rest)
+        return smallest
+
+    def largest(self):
+        """Largest singular value of each ``S_i``, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        largest = self.values.max(axis=1)
+        if self._has_complement():
+            largest = np.maximum(largest, self.rest)
+        return largest
+
+    def geometric_mean(self, n_features):
+        """``det(S_i)^(1/d)`` of each row, shape (m,)."""
+        if self.kind == "isotropic":
+            return np.array(self.values, dtype=np.float64)
+        log_sum = np.log(self.values).sum(axis=1)
+        if self.kind == "rotated":
+            log_sum = log_sum + (n_features - self.basis.shape[2]) * np.log(self.rest)
+        return np.exp(log_sum / n_features)
+
+    def apply(self, i, v, power=1.0, factor=1.0):
+        """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
+
+        ``S_i`` is diagonal in the frame of its basis, so any power is one
+        scaling there.
+        """
+        v = np.asarray(v, dtype=np.float64)
+        if self.kind != "rotated":
+            return v * (factor * np.asarray(self.values[i], dtype=np.float64)) ** power
+        u = self.basis[i]
+        coef = v @ u
+        rest = v - coef @ u.T
+        return (coef * (factor * self.values[i]) ** power) @ u.T + rest * (
+            factor * self.rest[i]
+        ) ** power
+
+    def dense(self, i, n_features, factor=1.0):
+        """Dense ``factor S_i`` (d x d): ``O(d^2)`` memory, for diagnostics."""
+        return self.apply(i, np.eye(n_features), factor=factor)
+
+    def covariance(self, i, n_features, factor=1.0):
+        """Dense ``(factor S_i)^2``, a region's ``M = T T^T`` (d x d)."""
+        if self.kind != "rotated":
+            semi2 = (factor * np.asarray(self.values[i], dtype=np.float64)) ** 2
+            return np.diag(np.broadcast_to(semi2, (n_features,)))
+        u = self.basis[i]
+        rest2 = (factor * self.rest[i]) ** 2
+        return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
+            n_features
+        )
+
+    def diagonal_or_dense(self, i, n_features, factor=1.0):
+        """``factor S_i`` as its diagonal (d,) where it is diagonal in the
+        coordinates, else dense (d x d)."""
+        if self.kind == "rotated":
+            return self.dense(i, n_features, factor=factor)
+        return factor * np.broadcast_to(self.values[i], (n_features,))
+
+    def per_coordinate(self, n_features):
+        """Each row's scale per coordinate, shape (m, d); None for a rotated
+        scale, which has no per-coordinate form."""
+        if self.kind == "rotated":
+            return None
+        values = np.asarray(self.values, dtype=np.float64).reshape(len(self), -1)
+        return np.broadcast_to(values, (len(self), n_features))
+
+    # ----------------------------------------- structure geometry exploits
+    def diagonal_covariance(self, i, n_features, factor=1.0):
+        """The diagonal of ``(factor S_i)^2`` where that matrix is diagonal,
+        else None."""
+        if self.kind == "rotated":
+            return None
+        semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
+        return np.broadcast_to(semi**2, (n_features,))
+
+    def isotropic_plus_low_rank(self, i, n_features, factor=1.0):
+        """``(c, U, D)`` with ``(factor S_i)^2 = c I + U diag(D) U^T`` and
+        ``U`` of fewer than ``d`` columns, or None (diagonal, full rotation)."""
+        if self.kind != "rotated":
+            values = np.asarray(self.values[i], dtype=np.float64)
+            if np.size(values) != 1:
+                return None
+            c = float(factor * np.atleast_1d(values)[0]) ** 2
+            return c, np.zeros((n_features, 0)), np.zeros(0)
+        if self.basis.shape[2] >= n_features:
+            return None
+        c = float(factor * self.rest[i]) ** 2
+        semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
+        return c, self.basis[i], semi**2 - c
+
+    def principal_axes(self, i, n_features, factor=1.0):
+        """``(semi, coordinates)``: the singular values of ``factor S_i`` along
+        an orthonormal frame of its eigenvectors, and the map of a vector to
+        its coordinates there. A rotated scale's complement is one coordinate
+        (the length of the vector's part in it), with semi-axis
+        ``factor * rest``."""
+        semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
+        if self.kind != "rotated":
+            return np.broadcast_to(semi, (n_features,)), lambda y: y
+        u = self.basis[i]
+        k = u.shape[1]
+        if k == n_features:
+            return semi, lambda y: u.T @ y
+
+        def coordinates(y):
+            coef = u.T @ y
+            return np.append(coef, np.linalg.norm(y - u @ coef))
+
+        return np.append(semi, factor * self.rest[i]), coordinates
+
+    # ------------------------------------------------------- what is run
+    def noise(self, z):
+        """``S_i z`` for every row ``i`` and draw ``z`` (differentiable with torch).
+
+        For a rotated scale ``r z + U ((s - r) * U^T z)``: O(d k) per draw.
+
+        Parameters
+        ----------
+        z : array of shape (w, d)
+
+        Returns
+        -------
+        array of shape (m, w, d)
+        """
+        if self.kind != "rotated":
+            return self.values.reshape(len(self.values), 1, -1) * z[None]
+        basis, rest = self.basis, self.rest
+        coef = (basis.swapaxes(1, 2) @ z.T).swapaxes(1, 2)  # (m, w, k): U^T z
+        coef = coef * (self.values - rest[:, None])[:, None]
+        return rest[:, None, None] * z + coef @ basis.swapaxes(1, 2)
+
+    def perturb(self, centres, z):
+        """``centres_i + S_i z`` for every row and draw: (m, w, d) noisy torch
+        inputs (``centres`` are where the noise is centred: the inputs, moved by
+        the offset where there is one)."""
+        if self.kind != "rotated":
+            return centres[:, None].addcmul(
+                self.values.reshape(len(self.values), 1, -1), z[None]
+            )
+        return centres[:, None] + self.noise(z)
+
+    def shared_parts(self):
+        """How ``S_i z`` splits for first-layer reuse, or None.
+
+        ``(common, factor, basis, stretch)`` with ``S_i z = factor_i * (common
+        * z) + basis_i (stretch_i * basis_i^T z)``: ``common`` (d,) shared by
+        every row (None: the identity), ``factor`` (m,) per row (None: 1),
+        ``basis`` (m, d, k) and ``stretch`` (m, k) a low-rank part per row
+        (None: none). A linear first layer ``L`` then needs ``L (common * z)``
+        once per draw and ``L basis_i`` once per row. None where the rows share
+        no such structure (per-input diagonals).
+        """
+        if self.kind == "isotropic":
+            return None, self.values, None, None
+        if self.kind == "rotated":
+            return None, self.rest, self.basis, self.values - self.rest[:, None]
+        if bool((self.values == self.values[:1]).all()):
+            return self.values[0], None, None, None
+        return None
+
+    def as_run(self):
+        """The smoothing the engine runs, and the scale a certificate records.
+
+        The network and the noise run in float32, so the engine smooths with
+        the float32 values of a strategy's answer, not its float64 ones
+        (``sigma=0.12`` runs as 0.1199999973). This returns ``(run, recorded)``:
+
+        * ``run``: every value rounded to float32 (held as float64 arrays; the
+          offset as float32), what the counting kernel is given;
+        * ``recorded``: the scale the certificate states (no offset).
+          Isotropic and diagonal scales are exactly the values run. A rotated
+          scale runs as ``S~ = r I + U~ diag(s - r) U~^T`` with ``U~`` the
+          float32 basis, whose columns are orthonormal only to about 1e-7; the
+          record keeps the orthonormalised basis ``U`` (QR of ``U~``) and
+          shrinks ``s`` and ``r`` by ``1 - 2 Delta / s_min`` with ``Delta =
+          max|s - r| (2 e + e^2)``, ``e = ||U - U~||_F``. Then ``||S~^-1
+          S_rec|| <= 1`` (Weyl's bound on ``S~``'s smallest singular value), so
+          the recorded region lies inside the one the draws certify.
+
+        Returns
+        -------
+        run, recorded : Scale
+
+        Raises
+        ------
+        ValueError
+            A rotated scale whose float32 basis is too far from orthonormal
+            for the shrink to stay positive.
+        """
+        run = self.map(
+            lambda a: np.asarray(a, dtype=np.float32).astype(np.float64), offset=False
+        )
+        if self.offset is not None:
+            run.offset = np.asarray(self.offset, dtype=np.float32)
+        if run.kind != "rotated":
+            return run, run.map(lambda a: a, offset=False)
+        basis, scale, rest = run.basis, run.values, run.rest
+        q, r = np.linalg.qr(basis)
+        q = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
+        e = np.linalg.norm(q - basis, axis=(1, 2))
+        delta = np.abs(scale - rest[:, None]).max(axis=1) * (2 * e + e**2)
+        full = basis.shape[2] >= basis.shape[1]
+        smallest = scale.min(axis=1) if full else np.minimum(scale.min(axis=1), rest)
+        if np.any(2 * delta >= smallest):
+            raise ValueError(
+                "a rotated scale is too ill-conditioned for float32 noise: its basis "
+                "rounds to columns far from orthonormal"
+            )
+        shrink = 1.0 - 2.0 * delta / smallest
+        return run, Scale(scale * shrink[:, None], q, rest * shrink)

@@ -1,0 +1,195 @@
+"""Every form of :class:`smoothlearn.scale.Scale` against its dense matrix.
+
+Each fact the engine, the memory's geometry and the metrics take from a Scale
+(extreme singular values, volume, powers, the structures geometry and
+first-layer reuse exploit, the noise it draws) is checked against the dense
+``S_i`` built from the form's definition, on random rows of every form.
+"""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smoothlearn.scale import Scale
+
+FORMS = ("isotropic", "diagonal", "rotated-rank-k", "rotated-full")
+
+
+def random_scale(rng, form, m, d):
+    """A Scale of ``form`` with ``m`` rows on ``d`` features, and its dense rows."""
+    if form == "isotropic":
+        values = 10 ** rng.uniform(-2, 1, m)
+        return Scale(values), np.stack([v * np.eye(d) for v in values])
+    if form == "diagonal":
+        values = 10 ** rng.uniform(-2, 1, (m, d))
+        return Scale(values), np.stack([np.diag(v) for v in values])
+    k = d if form == "rotated-full" else int(rng.randint(1, d))
+    basis = np.stack([np.linalg.qr(rng.randn(d, k))[0] for _ in range(m)])
+    values = 10 ** rng.uniform(-2, 1, (m, k))
+    rest = 10 ** rng.uniform(-2, 1, m)
+    dense = np.stack(
+        [
+            (u * s) @ u.T + r * (np.eye(d) - u @ u.T)
+            for u, s, r in zip(basis, values, rest)
+        ]
+    )
+    if form == "rotated-full":
+        rest = values.min(axis=1)  # no complement: rest is not part of S
+    return Scale(values, basis, rest), dense
+
+
+cases = st.tuples(st.integers(0, 2**31 - 1), st.sampled_from(FORMS), st.integers(2, 7))
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases)
+def test_facts_of_every_form_match_the_dense_matrix(case):
+    seed, form, d = case
+    rng = np.random.RandomState(seed)
+    scale, dense = random_scale(rng, form, 3, d)
+    assert scale.kind == form.split("-")[0]
+    singular = np.linalg.svd(dense, compute_uv=False)  # descending
+    np.testing.assert_allclose(scale.smallest(), singular[:, -1], rtol=1e-10)
+    np.testing.assert_allclose(scale.largest(), singular[:, 0], rtol=1e-10)
+    log_det = np.linalg.slogdet(dense)[1]
+    np.testing.assert_allclose(scale.geometric_mean(d), np.exp(log_det / d), rtol=1e-9)
+    v = rng.randn(4, d)
+    for i in range(3):
+        np.testing.assert_allclose(scale.dense(i, d), dense[i], atol=1e-12)
+        np.testing.assert_allclose(
+            scale.apply(i, v, power=-1.0), np.linalg.solve(dense[i], v.T).T, rtol=1e-8
+        )
+        np.testing.assert_allclose(
+            scale.apply(i, v, power=2.0, factor=0.5), v @ (0.25 * dense[i] @ dense[i])
+        )
+        covariance = 4.0 * dense[i] @ dense[i]
+        np.testing.assert_allclose(
+            scale.covariance(i, d, factor=2.0), covariance, rtol=1e-9, atol=1e-12
+        )
+        compact = scale.diagonal_or_dense(i, d, factor=2.0)
+        as_matrix = np.diag(compact) if compact.ndim == 1 else compact
+        np.testing.assert_allclose(as_matrix, 2.0 * dense[i], atol=1e-12)
+        _check_structures(scale, i, d, covariance, rng)
+
+
+def _check_structures(scale, i, d, covariance, rng):
+    """What geometry reads of row ``i`` (factor 2) reproduces its covariance."""
+    diagonal = scale.diagonal_covariance(i, d, factor=2.0)
+    if diagonal is not None:
+        np.testing.assert_allclose(np.diag(diagonal), covariance, rtol=1e-12)
+    low_rank = scale.isotropic_plus_low_rank(i, d, factor=2.0)
+    if low_rank is not None:
+        c, u, extra = low_rank
+        assert u.shape[1] < d
+        np.testing.assert_allclose(
+            c * np.eye(d) + (u * extra) @ u.T, covariance, rtol=1e-9, atol=1e-12
+        )
+    # principal axes: |T^-1 y| is the norm of coordinates / semi-axes
+    semi, coordinates = scale.principal_axes(i, d, factor=2.0)
+    y = rng.randn(d)
+    whitened = np.linalg.solve(np.linalg.cholesky(covariance), y)
+    np.testing.assert_allclose(
+        np.linalg.norm(coordinates(y) / semi), np.linalg.norm(whitened), rtol=1e-8
+    )
+    # a ball's exact circumscribed and inscribed radii
+    assert np.isclose(semi.max(), 2.0 * scale.largest()[i], rtol=1e-12)
+    assert np.isclose(semi.min(), 2.0 * scale.smallest()[i], rtol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases)
+def test_noise_and_first_layer_parts_draw_s_z(case):
+    seed, form, d = case
+    rng = np.random.RandomState(seed)
+    scale, dense = random_scale(rng, form, 3, d)
+    z = rng.randn(50, d)
+    expected = np.einsum("mde,we->mwd", dense, z)
+    np.testing.assert_allclose(scale.noise(z), expected, atol=1e-10)
+    as_torch = scale.map(torch.as_tensor)
+    z_t = torch.as_tensor(z)
+    np.testing.assert_allclose(as_torch.noise(z_t).numpy(), expected, atol=1e-10)
+    centres = torch.as_tensor(rng.randn(3, d))
+    np.testing.assert_allclose(
+        as_torch.perturb(centres, z_t).numpy(),
+        centres.numpy()[:, None] + expected,
+        atol=1e-10,
+    )
+    parts = scale.shared_parts()
+    if parts is None:  # per-input diagonals share nothing
+        assert form == "diagonal"
+        return
+    common, factor, basis, stretch = parts
+    shared = z if common is None else z * common
+    drawn = (
+        np.ones((3, 1, 1)) * shared
+        if factor is None
+        else factor[:, None, None] * shared
+    )
+    if basis is not None:
+        drawn = drawn + np.einsum("mdk,mk,mek,we->mwd", basis, stretch, basis, z)
+    np.testing.assert_allclose(drawn, expected, atol=1e-10)
+
+
+def test_a_shared_diagonal_is_drawn_through_its_common_part():
+    values = np.tile([0.5, 1.0, 2.0], (4, 1))
+    common, factor, basis, stretch = Scale(values).shared_parts()
+    np.testing.assert_array_equal(common, values[0])
+    assert factor is None and basis is None and stretch is None
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_noise_covariance_is_s_squared(form):
+    rng = np.random.RandomState(0)
+    scale, dense = random_scale(rng, form, 1, 4)
+    z = rng.randn(200_000, 4)
+    noise = scale.noise(z)[0]
+    covariance = dense[0] @ dense[0]
+    # the sample covariance's standard error is about |M| sqrt(2 / n)
+    tolerance = 6 * np.abs(covariance).max() * np.sqrt(2 / len(z))
+    np.testing.assert_allclose(np.cov(noise.T), covariance, atol=tolerance)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_rows_fields_concatenation_and_picks_keep_the_form(form):
+    rng = np.random.RandomState(1)
+    a, dense_a = random_scale(rng, form, 3, 5)
+    b, _ = random_scale(rng, form, 2, 5)
+    if form.startswith("rotated"):  # one rank for both
+        b, _ = random_scale(np.random.RandomState(1), form, 2, 5)
+    again = Scale.from_fields(**a.fields())
+    assert again.equals(a) and not again.equals(a[:2])
+    joined = Scale.concatenate([a, b])
+    assert joined[:3].equals(a) and joined[3:].equals(b)
+    assert len(joined) == 5 and joined.kind == a.kind
+    picked = Scale.pick([a[:2], b], np.array([1, 0]))
+    assert picked[:1].equals(b[:1]) and picked[1:].equals(a[1:2])
+    balls = a.with_isotropic([0, 2], [0.3, 0.7])
+    for i, s in ((0, 0.3), (2, 0.7)):
+        np.testing.assert_allclose(balls.dense(i, 5), s * np.eye(5), atol=1e-12)
+    np.testing.assert_allclose(balls.dense(1, 5), dense_a[1], atol=1e-12)
+    assert a.equals(random_scale(np.random.RandomState(1), form, 3, 5)[0])  # a copy
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_offset_travels_with_the_rows_but_not_into_a_region(form):
+    rng = np.random.RandomState(2)
+    scale, _ = random_scale(rng, form, 3, 4)
+    offset = rng.randn(3, 4)
+    scale = Scale(scale.values, scale.basis, scale.rest, offset=offset)
+    np.testing.assert_array_equal(scale[1:].offset, offset[1:])
+    assert "offset" not in " ".join(scale.fields())
+    run, recorded = scale.as_run()
+    assert run.offset.dtype == np.float32 and recorded.offset is None
+    assert np.array_equal(run.values, run.values.astype(np.float32))
+
+
+def test_scales_check_their_shapes():
+    Scale(np.ones((2, 3))).check(2, 3)
+    with pytest.raises(ValueError, match="one column per feature"):
+        Scale(np.ones((2, 3))).check(2, 4)
+    with pytest.raises(ValueError, match="basis must be"):
+        Scale(np.ones((2, 2)), np.zeros((2, 3, 3)), np.ones(2)).check(2, 3)
+    with pytest.raises(ValueError, match="both basis and rest"):
+        Scale(np.ones((2, 2)), np.zeros((2, 3, 2)))
