@@ -1,10 +1,19 @@
 """Certification speed on networks written the user's way, against the naive loop.
 
-The same layers as the built-in networks, written as users write them: an
-``nn.Module`` class whose ``forward`` flattens with ``x.view(x.size(0), -1)``
-and calls its layers, and a small CNN class (conv 1->16, conv 16->32, fc).
-smoothlearn finds their first linear map by tracing (no hook, no Sequential).
-Three ways to count the same noisy votes, alternating, median of --repeats:
+The same layers (an MLP 256-256, a small CNN conv 1->16, conv 16->32, fc),
+written as users write them:
+
+* an ``nn.Sequential`` MLP (``nn.Flatten`` first);
+* ``nn.Module`` MLP classes whose ``forward`` flattens with
+  ``x.view(x.size(0), -1)`` (torch.fx traces it), with
+  ``x.reshape(len(x), -1)`` (tracing fails on ``len``), and with a
+  normalisation constant before an ``nn.Flatten`` attribute;
+* a small CNN class.
+
+smoothlearn finds the first linear map of each (no hook): a Sequential's
+first layers, a trace, or probes of the forward
+(:func:`smoothlearn.first_layer.split_probed`). Three ways to count the same
+noisy votes, alternating, median of --repeats:
 
 * naive: Cohen et al.'s loop, as peers run it: per input and batch, fresh
   noise (torch.randn), the whole network, argmax, bincount;
@@ -14,8 +23,9 @@ Three ways to count the same noisy votes, alternating, median of --repeats:
   extra): IBM ART 1.20's ``PyTorchRandomizedSmoothing.certify`` on the same
   module, n0 + n draws per input like the other two.
 
-Targets: the 784-input MLP class >= 3x faster than naive, the
-64-input one >= 1.5x, the small CNN class >= 1.0x.
+Targets: every 784-input MLP >= 3x faster than naive (the ``len(x)`` class
+included), the 64-input ones >= 1.3x, the small CNN class >= 1.0x; against
+ART, the Sequential MLP >= 15x and the user classes >= 12x.
 
     python benchmarks/bench_user_modules.py [--inputs 16] [--n 10000]
 """
@@ -48,6 +58,60 @@ class UserMLP(nn.Module):
         x = torch.relu(self.fc1(x))
         x = torch.relu(self.fc2(x))
         return self.fc3(x)
+
+
+class UserMLPLen(UserMLP):
+    """Flattens with ``len(x)``, which torch.fx cannot trace."""
+
+    def forward(self, x):
+        x = x.reshape(len(x), -1)
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class UserMLPNormalised(UserMLP):
+    """Normalises by constants, then flattens with an ``nn.Flatten`` attribute."""
+
+    def __init__(self, n_features, n_classes=10):
+        super().__init__(n_features, n_classes)
+        self.flatten = nn.Flatten()
+
+    def forward(self, x):
+        x = self.flatten((x - 0.5) / 0.25)
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def sequential_mlp(n_features, n_classes=10):
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(n_features, 256),
+        nn.ReLU(),
+        nn.Linear(256, 256),
+        nn.ReLU(),
+        nn.Linear(256, n_classes),
+    )
+
+
+def mlps(n_features):
+    """The MLPs as users write them, with one set of weights."""
+    torch.manual_seed(0)
+    reference = UserMLP(n_features)
+    out = {}
+    for label, module in (
+        ("Sequential MLP", sequential_mlp(n_features)),
+        ("MLP class, view", UserMLP(n_features)),
+        ("MLP class, len(x)", UserMLPLen(n_features)),
+        ("MLP class, normalised", UserMLPNormalised(n_features)),
+    ):
+        weights = reference.state_dict()
+        if isinstance(module, nn.Sequential):
+            weights = dict(zip(module.state_dict(), weights.values()))
+        module.load_state_dict(weights)
+        out[label] = module
+    return out
 
 
 class UserCNN(nn.Module):
@@ -102,7 +166,7 @@ def bench(label, module, X, input_shape, args):
     t = median_of(runs, args.repeats)
     per_input = {k: 1e3 * v / len(X) for k, v in t.items()}
     line = (
-        f"{label:<30} {path:<6} naive {per_input['naive']:8.1f}  "
+        f"{label:<34} {path:<6} naive {per_input['naive']:8.1f}  "
         f"smoothlearn {per_input['smoothlearn']:8.1f}  "
         f"naive/smoothlearn {t['naive'] / t['smoothlearn']:5.2f}x"
     )
@@ -130,12 +194,14 @@ def main():
         f"{torch.get_num_threads()}; ms per input, median of {args.repeats}"
     )
     X = data("digits", args.inputs)
-    bench("64-input MLP class", UserMLP(64), X, (64,), args)
+    for label, module in mlps(64).items():
+        bench(f"64 inputs, {label}", module, X, (64,), args)
     X = data("fashion", args.inputs)
     if X is None:
         print(f"Fashion-MNIST not found under {FASHION}: 784-input rows skipped")
         return
-    bench("784-input MLP class", UserMLP(784), X, (784,), args)
+    for label, module in mlps(784).items():
+        bench(f"784 inputs, {label}", module, X, (784,), args)
     cnn_X = X[: args.cnn_inputs]
     bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args)
 

@@ -18,6 +18,12 @@ What the guarantee does need is that the inputs do not depend on the draws:
 with a published fixed ``random_state`` whoever chooses the inputs can search
 for inputs whose draws are lucky. Where inputs may be chosen adversarially,
 leave ``random_state=None`` (fresh OS entropy per call) or keep the seed secret.
+
+Banks are drawn on the device that certifies (:class:`ChunkBits`): on the CPU
+from numpy's PCG64, elsewhere from that device's own generator, so a chunk is
+a pure function of ``(key, bank, chunk index)`` on one kind of device (a CPU
+and a GPU give different, equally valid draws). The family maps the bits to
+noise with exact tails (:meth:`~smoothlearn.noise.NoiseFamily.bank_sample`).
 """
 
 import numpy as np
@@ -25,31 +31,20 @@ import torch
 
 __all__ = [
     "CHUNK_ROWS",
-    "DRAW_VALUES",
+    "ChunkBits",
     "ESTIMATION",
     "NoiseBank",
     "OPTIMISATION",
     "SELECTION",
     "bank_key",
-    "draw_rows",
 ]
 
 #: Rows per generated chunk of a noise bank. Part of the draws' definition:
 #: changing it changes which numbers a seed gives.
 CHUNK_ROWS = 1024
 
-#: Float64 values drawn at once inside a chunk (about 0.5 MB): bounds the
-#: float64 temporaries without paying per-call overhead on small inputs. Part
-#: of the draws' definition, with CHUNK_ROWS.
-DRAW_VALUES = 65_536
-
 #: The banks of one call.
 SELECTION, ESTIMATION, OPTIMISATION = 0, 1, 2
-
-
-def draw_rows(n_features):
-    """Rows of a chunk drawn in float64 at once for inputs of ``n_features``."""
-    return max(1, min(CHUNK_ROWS, DRAW_VALUES // n_features))
 
 
 def bank_key(random_state):
@@ -72,6 +67,64 @@ def bank_key(random_state):
     )
 
 
+class ChunkBits:
+    """The random bits of one chunk, on the device that certifies.
+
+    On the CPU, numpy's PCG64 (its raw words cost two thirds of torch's CPU
+    generator's); on any other device, that device's torch generator. Either
+    is seeded by the chunk's seed sequence alone.
+
+    Parameters
+    ----------
+    seed : numpy.random.SeedSequence
+    device : torch.device
+    workspace : dict, default=None
+        Scratch tensors kept across chunks (the bank's): fresh memory for each
+        chunk's temporaries costs page faults.
+    """
+
+    def __init__(self, seed, device, workspace=None):
+        self.device = torch.device(device)
+        self.workspace = {} if workspace is None else workspace
+        if self.device.type == "cpu":
+            self._numpy = np.random.PCG64(seed)
+        else:
+            state = int(seed.generate_state(1, np.uint64)[0])
+            self._torch = torch.Generator(device=self.device).manual_seed(state)
+
+    def words(self, n):
+        """``n`` signed 64-bit words of uniform random bits (int64)."""
+        if self.device.type == "cpu":
+            return torch.from_numpy(self._numpy.random_raw(n).view(np.int64))
+        high, low = (
+            torch.empty(n, dtype=torch.int64, device=self.device).random_(
+                generator=self._torch
+            )
+            for _ in range(2)
+        )
+        # random_() gives 63 bits: a 64th from the second draw
+        return (high << 1) | (low & 1)
+
+    def scratch(self, name, n, dtype):
+        """A kept tensor of ``n`` values for a family's temporaries (its
+        contents are whatever the last chunk left)."""
+        buffer = self.workspace.get(name)
+        if buffer is None or buffer.dtype != dtype or len(buffer) < n:
+            buffer = torch.empty(n, dtype=dtype, device=self.device)
+            self.workspace[name] = buffer
+        return buffer[:n]
+
+    def uniform53(self, n):
+        """``n`` float64 uniforms on ``(0, 1]``, of 53 random bits each."""
+        if self.device.type == "cpu":
+            k = self._numpy.random_raw(n) >> np.uint64(11)
+            return torch.from_numpy((k + 1).astype(np.float64) * 2.0**-53)
+        u = torch.rand(
+            n, dtype=torch.float64, device=self.device, generator=self._torch
+        )
+        return 1.0 - u
+
+
 class NoiseBank:
     """Standard-form noise rows of one bank, generated chunk by chunk.
 
@@ -85,36 +138,32 @@ class NoiseBank:
         The family whose standard form is drawn.
     n_features : int
         Columns of each row.
+    device : str or torch.device, default='cpu'
+        Where the rows are drawn and held: the device that certifies.
     """
 
-    def __init__(self, key, bank, family, n_features):
+    def __init__(self, key, bank, family, n_features, device="cpu"):
         self.key = key
         self.bank = bank
         self.family = family
         self.n_features = n_features
+        self.device = torch.device(device)
         self._cached = (None, None)
+        self._workspace = {}
 
     def chunk(self, j):
-        """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``, on the CPU."""
+        """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``."""
         if self._cached[0] == j:
             return self._cached[1]
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
-        gen = torch.Generator().manual_seed(int(seed.generate_state(1, np.uint64)[0]))
-        # drawn in float64 (53-bit uniforms, tails exact far beyond where
-        # float32 samplers stop) and rounded once to the network's float32,
-        # a few rows at a time so that the float64 temporaries stay small
-        z = torch.empty((CHUNK_ROWS, self.n_features), dtype=torch.float32)
-        step = draw_rows(self.n_features)
-        for start in range(0, CHUNK_ROWS, step):
-            rows = min(step, CHUNK_ROWS - start)
-            z[start : start + rows] = self.family.sample(
-                (rows, self.n_features), generator=gen, dtype=torch.float64
-            )
+        bits = ChunkBits(seed, self.device, self._workspace)
+        z = self.family.bank_sample(CHUNK_ROWS * self.n_features, bits)
+        z = z.view(CHUNK_ROWS, self.n_features)
         self._cached = (j, z)
         return z
 
     def rows(self, start, stop):
-        """Rows ``[start, stop)`` as a float32 CPU tensor."""
+        """Rows ``[start, stop)`` as a float32 tensor on the bank's device."""
         first, last = start // CHUNK_ROWS, (stop - 1) // CHUNK_ROWS
         parts = [self.chunk(j) for j in range(first, last + 1)]
         z = parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -80,7 +80,7 @@ class SmoothingTask:
             X,
             sigma=self.sigma,
             family=self.family,
-            bank=banks.NoiseBank(key, banks.OPTIMISATION, self.family, X.shape[1]),
+            bank=self.bank(key, banks.OPTIMISATION, X.shape[1]),
             p_max=float(bounds.clopper_pearson_lower(self.n, self.n, self.alpha)),
         )
         if isinstance(answer, dict):  # a strategy written for smoothlearn 0.1
@@ -98,6 +98,12 @@ class SmoothingTask:
                 offset=answer.get("offset"),
             )
         return answer
+
+    def bank(self, key, which, n_features):
+        """The call's bank ``which``, drawn on the device that certifies."""
+        return banks.NoiseBank(
+            key, which, self.family, n_features, device=self.network.device
+        )
 
     def prepare(self, X, key):
         """``(run, recorded)``: the strategy's scale as the engine runs it and
@@ -124,10 +130,7 @@ class SmoothingTask:
         run, recorded = self.prepare(X, key)
         draws = {banks.SELECTION: self.n0, banks.ESTIMATION: self.n}
         counts = [
-            self.count(
-                X, run, banks.NoiseBank(key, b, self.family, X.shape[1]), draws[b]
-            )
-            for b in which
+            self.count(X, run, self.bank(key, b, X.shape[1]), draws[b]) for b in which
         ]
         return recorded, counts
 
@@ -143,8 +146,7 @@ class SmoothingTask:
         start = time.perf_counter()
         run, recorded = self.prepare(X, key)
         selection_bank, estimation_bank = (
-            banks.NoiseBank(key, b, self.family, X.shape[1])
-            for b in (banks.SELECTION, banks.ESTIMATION)
+            self.bank(key, b, X.shape[1]) for b in (banks.SELECTION, banks.ESTIMATION)
         )
         selection = self.count(X, run, selection_bank, self.n0)
         top = np.argmax(selection, axis=1)
@@ -256,13 +258,11 @@ class _TopCounter:
 #: module each lives in now; the old place answers until 0.3, with a warning.
 _MOVED = {
     "CHUNK_ROWS": banks,
-    "DRAW_VALUES": banks,
     "ESTIMATION": banks,
     "NoiseBank": banks,
     "OPTIMISATION": banks,
     "SELECTION": banks,
     "bank_key": banks,
-    "draw_rows": banks,
     "BlockResult": blocks,
     "INPUT_BLOCK": blocks,
     "run_blocks": blocks,

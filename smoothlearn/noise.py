@@ -24,6 +24,32 @@ With half-width ``lambda = sqrt(3) s`` the uniform row is ANCER's Corollary 2
 with Laplace scale ``b = s / sqrt(2)`` the laplace row is Teng et al. (2020),
 ``R = -b log(2(1 - p))``; the gaussian row is Cohen et al. (2019),
 ``R = sigma Phi^-1(p)``.
+
+Draws that certify
+------------------
+A certificate's constant is exact only for noise of the family's law, tails
+included, so the certification banks draw with :meth:`NoiseFamily.bank_sample`,
+not with the float32 samplers training uses (``torch.randn`` never exceeds
+``|z| = 5.77``: it maps 24-bit uniforms). ``bank_sample`` maps uniforms of
+enough bits that every tail is exact far past 8 standard deviations, in
+float32 where float32 is exact enough and float64 where it is not:
+
+* gaussian: Box-Muller, ``r = sqrt(-2 log u1)``, ``(r cos 2 pi u2, r sin 2 pi
+  u2)``, with ``u1`` of 63 bits and ``log u1`` in float64 (exact at both ends:
+  the tails and the smallest radii), ``u2`` of 32 bits; tails exact out to
+  ``|z| = sqrt(128 log 2) = 9.42`` (the radius's mass beyond: 5e-20);
+* laplace: ``-sign log(2 v) / sqrt(2)`` with ``2 v`` of 31 bits in float32
+  and, below ``2^-12`` (magnitudes above 5.9), of 53 more bits in float64:
+  exact out to ``65 log(2) / sqrt(2) = 31.9`` (mass beyond: 1e-20);
+* uniform: 32-bit uniforms, bounded, with no tail to lose.
+
+Each value is within ``2e-7 max(1, |z|)`` of the float64 transform of the same
+random bits (a gaussian value within ``4e-7 max(1, r)``, ``r`` its pair's
+radius: its float32 angle is rounded by about 1e-7), and
+``tests/test_noise.py`` checks every family against that reference; at about
+the cost of float32 ``torch.randn``
+(``benchmarks/bench_noise_bank.py``). The random bits come from the bank
+(:class:`~smoothlearn.banks.NoiseBank`), on the device that certifies.
 """
 
 import math
@@ -32,7 +58,12 @@ import numpy as np
 import torch
 from scipy.stats import norm as _std_normal
 
+#: Laplace magnitudes whose uniform ``2 v`` lies below this (above
+#: ``12 log(2) / sqrt(2) = 5.9``) are drawn again with 53 bits, in float64.
+LAPLACE_TAIL = 2.0**-12
+
 __all__ = [
+    "LAPLACE_TAIL",
     "NoiseFamily",
     "Gaussian",
     "Uniform",
@@ -58,6 +89,22 @@ class NoiseFamily:
 
     def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
         """Draw standard-form noise (zero mean, unit variance per coordinate)."""
+        raise NotImplementedError  # abstract
+
+    def bank_sample(self, n_values, bits):
+        """``n_values`` (even) standard-form float32 draws for the certification
+        banks, exact in the tails (module docstring).
+
+        Parameters
+        ----------
+        n_values : int
+        bits : smoothlearn.banks.ChunkBits
+            The random bits of one chunk, on the device that certifies.
+
+        Returns
+        -------
+        torch.Tensor of shape (n_values,), float32, on the bits' device
+        """
         raise NotImplementedError  # abstract
 
     def gap(self, p):
@@ -115,17 +162,39 @@ class Gaussian(NoiseFamily):
     def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
         """Standard normal draws.
 
-        In float64 (how the certification banks draw): ``Phi^-1(u)`` of 53-bit
-        uniforms, so the tails are exact out to ``|z| = Phi^-1(1 - 2^-53)``
-        (8.2; the mass beyond is 2.2e-16 per coordinate). In float32 (training)
-        ``torch.randn``, whose CPU sampler takes 24-bit uniforms and never
-        exceeds ``|z| = 5.77`` (missing mass 8e-9 per coordinate): fine for
-        training, not for a certificate.
+        In float64: ``Phi^-1(u)`` of 53-bit uniforms, exact out to ``|z| =
+        Phi^-1(1 - 2^-53)`` (8.2). In float32 (training) ``torch.randn``, whose
+        CPU sampler takes 24-bit uniforms and never exceeds ``|z| = 5.77``
+        (missing mass 8e-9 per coordinate): fine for training, not for a
+        certificate, whose banks draw with :meth:`bank_sample`.
         """
         if dtype != torch.float64:
             return torch.randn(shape, generator=generator, device=device, dtype=dtype)
         u = torch.rand(shape, generator=generator, device=device, dtype=dtype)
         return gaussian_quantile(u)
+
+    def bank_sample(self, n_values, bits):
+        """Box-Muller: per pair of values, a 63-bit radius and a 32-bit angle.
+
+        With ``s`` a signed 64-bit word, ``u1 = |s + 1/2| 2^-63`` is uniform on
+        ``(0, 1]``; ``r^2 = -2 log u1`` is taken in float64, exact at both
+        ends (the tails and the smallest radii). The angle ``2 pi t 2^-32`` of
+        a signed 32-bit ``t`` spans ``[-pi, pi)``. The cosines fill the first
+        half, the sines the second: the two values of a pair are independent
+        standard normals.
+        """
+        half = n_values // 2
+        words = bits.words(half + (half + 1) // 2)
+        u1 = bits.scratch("gaussian u1", half, torch.float64).copy_(words[:half])
+        u1.add_(0.5).abs_().mul_(2.0**-63).log_().mul_(-2.0)
+        r = bits.scratch("gaussian r", half, torch.float32).copy_(u1).sqrt_()
+        angle = bits.scratch("gaussian angle", half, torch.float32)
+        angle.copy_(words[half:].view(torch.int32)[:half])
+        angle.mul_(2.0 * math.pi * 2.0**-32)
+        z = torch.empty(2 * half, dtype=torch.float32, device=r.device)
+        torch.cos(angle, out=z[:half]).mul_(r)
+        torch.mul(r, angle.sin_(), out=z[half:])
+        return z
 
     def gap(self, p):
         return _std_normal.ppf(np.asarray(p, dtype=np.float64))
@@ -148,6 +217,12 @@ class Uniform(NoiseFamily):
         u = torch.rand(shape, generator=generator, device=device, dtype=dtype)
         return (2.0 * u - 1.0) * math.sqrt(3.0)
 
+    def bank_sample(self, n_values, bits):
+        """``(t + 1/2) 2^-31 sqrt(3)`` of signed 32-bit words ``t``."""
+        t = bits.words((n_values + 1) // 2).view(torch.int32)[:n_values]
+        c = 2.0**-31 * math.sqrt(3.0)
+        return t.to(torch.float32).mul_(c).add_(0.5 * c)
+
     def gap(self, p):
         return 2.0 * np.asarray(p, dtype=np.float64) - 1.0
 
@@ -168,10 +243,10 @@ class Laplace(NoiseFamily):
     def sample(self, shape, *, generator=None, device="cpu", dtype=torch.float32):
         """Laplace draws of variance 1.
 
-        In float64 (the certification banks): the inverse CDF of 53-bit
-        uniforms, ``-sign(v) log(1 - 2|v|) / sqrt(2)`` with ``v = u - 1/2``,
-        exact out to ``|z| = 53 log(2) / sqrt(2)`` (26; mass beyond 1.1e-16).
-        In float32 (training): the difference of two unit exponentials.
+        In float64: the inverse CDF of 53-bit uniforms, ``-sign(v) log(1 -
+        2|v|) / sqrt(2)`` with ``v = u - 1/2``, exact out to ``|z| = 53 log(2)
+        / sqrt(2)`` (26). In float32 (training): the difference of two unit
+        exponentials. Certificates draw with :meth:`bank_sample`.
         """
         if dtype == torch.float64:
             v = torch.rand(shape, generator=generator, device=device, dtype=dtype)
@@ -182,6 +257,25 @@ class Laplace(NoiseFamily):
         e = torch.empty((2, *shape), device=device, dtype=dtype)
         e.exponential_(generator=generator)
         return (e[0] - e[1]) / math.sqrt(2.0)
+
+    def bank_sample(self, n_values, bits):
+        """``-sign log(2 v) / sqrt(2)`` from one signed 32-bit word ``t``.
+
+        ``2 v = |t + 1/2| 2^-31`` is uniform on ``(0, 1)`` and the sign of ``t +
+        1/2`` a fair coin independent of it. Where ``2 v <= 2^-12`` it is
+        drawn again as ``2^-12 U`` (``U`` of 53 bits) and the magnitude taken
+        in float64.
+        """
+        t = bits.words((n_values + 1) // 2).view(torch.int32)[:n_values]
+        signed = t.to(torch.float32).add_(0.5)
+        two_v = signed.abs().mul_(2.0**-31)
+        tail = torch.nonzero(two_v <= LAPLACE_TAIL).flatten()
+        magnitude = two_v.log_().mul_(-math.sqrt(0.5))
+        if len(tail):
+            u = bits.uniform53(len(tail))
+            deep = (math.log(1.0 / LAPLACE_TAIL) - torch.log(u)) * math.sqrt(0.5)
+            magnitude[tail] = deep.to(torch.float32)
+        return magnitude.copysign_(signed)
 
     def gap(self, p):
         p = np.asarray(p, dtype=np.float64)

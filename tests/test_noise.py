@@ -102,32 +102,124 @@ def test_gaussian_quantile_reaches_far_beyond_float32_samplers():
     )
 
 
-@pytest.mark.parametrize("name", sorted(NOISES))
-def test_banks_are_float64_draws_rounded_once_to_float32(name):
-    """Each chunk is the float32 rounding of 53-bit-uniform draws, whose tails
-    reach far past where float32 samplers stop."""
-    from smoothlearn.banks import CHUNK_ROWS, NoiseBank, draw_rows
+def _reference_chunk(name, key, bank, j, n_values):
+    """The float64 transform of the bits a chunk draws (the bank's reference).
 
-    family = get_noise(name)
-    bank = NoiseBank(key=7, bank=1, family=family, n_features=5)
-    seed = np.random.SeedSequence(7, spawn_key=(1, 0)).generate_state(1, np.uint64)
-    gen = torch.Generator().manual_seed(int(seed[0]))
-    step = draw_rows(5)
-    exact = torch.cat(
-        [
-            family.sample(
-                (min(step, CHUNK_ROWS - s), 5), generator=gen, dtype=torch.float64
-            )
-            for s in range(0, CHUNK_ROWS, step)
-        ]
+    Recomputed from the chunk's own PCG64 stream in numpy float64: what each
+    family's ``bank_sample`` computes, with no float32 step.
+    """
+    seed = np.random.SeedSequence(key, spawn_key=(bank, j))
+    stream = np.random.PCG64(seed)
+    half = n_values // 2
+    if name == "gaussian":
+        words = stream.random_raw(half + (half + 1) // 2).view(np.int64)
+        u1 = np.abs(words[:half].astype(np.float64) + 0.5) * 2.0**-63
+        r = np.sqrt(-2.0 * np.log(u1))
+        angle = words[half:].view(np.int32)[:half] * (2 * np.pi * 2.0**-32)
+        return np.concatenate([r * np.cos(angle), r * np.sin(angle)])
+    t = stream.random_raw((n_values + 1) // 2).view(np.int32)[:n_values] + 0.5
+    if name == "uniform":
+        return t * 2.0**-31 * np.sqrt(3.0)
+    two_v = np.abs(t) * 2.0**-31
+    magnitude = -np.log(two_v) / np.sqrt(2.0)
+    tail = np.flatnonzero(two_v <= 2.0**-12)
+    u = ((stream.random_raw(len(tail)) >> np.uint64(11)) + 1) * 2.0**-53
+    magnitude[tail] = (12 * np.log(2.0) - np.log(u)) / np.sqrt(2.0)
+    return np.copysign(magnitude, t)
+
+
+@pytest.mark.parametrize("name", sorted(NOISES))
+def test_bank_chunks_are_the_float64_transform_of_their_bits(name):
+    """Every value is within 2e-7 max(1, |z|) of the float64 transform of the
+    same random bits, in the body and the tails alike; a gaussian value within
+    4e-7 max(1, r), r the radius of its Box-Muller pair (its float32 angle is
+    rounded by about 1e-7)."""
+    from smoothlearn.banks import CHUNK_ROWS, NoiseBank
+
+    d = 97  # odd: pairs straddle rows
+    bank = NoiseBank(key=7, bank=1, family=get_noise(name), n_features=d)
+    for j in (0, 3):
+        chunk = bank.chunk(j)
+        assert chunk.dtype == torch.float32 and chunk.shape == (CHUNK_ROWS, d)
+        reference = _reference_chunk(name, 7, 1, j, CHUNK_ROWS * d)
+        error = np.abs(chunk.numpy().ravel().astype(np.float64) - reference)
+        scale, tolerance = np.abs(reference), 2e-7
+        if name == "gaussian":
+            half = len(reference) // 2
+            scale = np.tile(np.hypot(reference[:half], reference[half:]), 2)
+            tolerance = 4e-7
+        assert (error <= tolerance * np.maximum(1.0, scale)).all(), error.max()
+
+
+@pytest.mark.parametrize(
+    "name, cdf",
+    [
+        ("gaussian", stats.norm.cdf),
+        ("uniform", stats.uniform(loc=-math.sqrt(3), scale=2 * math.sqrt(3)).cdf),
+        ("laplace", stats.laplace(scale=1 / math.sqrt(2)).cdf),
+    ],
+)
+def test_bank_draws_are_the_named_distribution(name, cdf):
+    from smoothlearn.banks import NoiseBank
+
+    bank = NoiseBank(key=11, bank=1, family=get_noise(name), n_features=500)
+    z = bank.rows(0, 4096).numpy().ravel()  # 2 million values, 4 chunks
+    assert stats.kstest(z, cdf).pvalue > 1e-3
+    # rows are independent of one another: neighbouring and paired rows
+    # (Box-Muller's cosine and sine halves) are uncorrelated
+    rows = bank.rows(0, 1024).numpy()
+    for a, b in ((rows[:-1], rows[1:]), (rows[:512], rows[512:])):
+        assert abs(np.corrcoef(a.ravel(), b.ravel())[0, 1]) < 5 / np.sqrt(a.size)
+
+
+def test_laplace_tails_beyond_the_float32_body_are_exact():
+    """Magnitudes past 12 log(2) / sqrt(2) come from the float64 path: given
+    that they are there, the excess is exponential of rate sqrt(2)
+    (memoryless), out to where 53-bit uniforms reach."""
+    from smoothlearn.banks import NoiseBank
+    from smoothlearn.noise import LAPLACE_TAIL
+
+    start = math.log(1 / LAPLACE_TAIL) / math.sqrt(2)
+    bank = NoiseBank(key=5, bank=2, family=get_noise("laplace"), n_features=1000)
+    z = np.abs(bank.rows(0, 40 * 1024).numpy().ravel())  # 41 million values
+    excess = z[z > start] - start
+    assert len(excess) > 5000
+    assert stats.kstest(excess, stats.expon(scale=1 / math.sqrt(2)).cdf).pvalue > 1e-3
+    assert z.max() > start + 5  # beyond the float32 body's reach
+
+
+def test_gaussian_bank_radii_reach_past_eight_sigma():
+    """Box-Muller's radius comes from 63-bit uniforms in float64: the squared
+    radius is exponential of mean 2 out to r^2 = 128 log 2 (|z| = 9.42)."""
+    from smoothlearn.banks import ChunkBits
+    from smoothlearn.noise import Gaussian
+
+    n = 2**21
+    z = Gaussian().bank_sample(n, ChunkBits(np.random.SeedSequence(3), "cpu"))
+    r2 = z[: n // 2].double() ** 2 + z[n // 2 :].double() ** 2
+    assert stats.kstest(r2.numpy(), stats.expon(scale=2.0).cdf).pvalue > 1e-3
+    # the deepest radius the construction can give, and its mass beyond
+    deepest = math.sqrt(-2 * math.log(0.5 * 2.0**-63))
+    assert deepest > 9.4 and math.exp(-(deepest**2) / 2) < 1e-19
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", sorted(NOISES))
+def test_banks_are_drawn_on_the_certifying_device(name):
+    from smoothlearn.banks import NoiseBank
+
+    bank = NoiseBank(
+        key=1, bank=1, family=get_noise(name), n_features=64, device="cuda"
     )
-    chunk = bank.chunk(0)
-    assert chunk.dtype == torch.float32
-    torch.testing.assert_close(chunk, exact.to(torch.float32), rtol=0, atol=0)
-    # the draws rest on 53-bit uniforms: their uniforms are not on 2^-24 grid
-    gen = torch.Generator().manual_seed(int(seed[0]))
-    u = torch.rand(1000, generator=gen, dtype=torch.float64).numpy()
-    assert np.mean((u * 2**24) % 1 != 0) > 0.99
+    rows = bank.rows(0, 2048)
+    assert rows.device.type == "cuda" and rows.dtype == torch.float32
+    cdf = {
+        "gaussian": stats.norm.cdf,
+        "uniform": stats.uniform(loc=-math.sqrt(3), scale=2 * math.sqrt(3)).cdf,
+        "laplace": stats.laplace(scale=1 / math.sqrt(2)).cdf,
+    }[name]
+    assert stats.kstest(rows.cpu().numpy().ravel(), cdf).pvalue > 1e-3
+    torch.testing.assert_close(bank.rows(0, 2048), rows, rtol=0, atol=0)
 
 
 def test_gaussian_bank_tail_matches_the_normal_tail():

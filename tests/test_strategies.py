@@ -227,8 +227,10 @@ def test_never_worse_than_the_start_even_when_the_optimiser_overshoots(strategy)
     cohen = certify("cohen")
     paper = certify(overshooting(compare_draws=0))
     kept = certify(overshooting(compare_draws=1000))
-    # the paper's method follows the optimiser: abstains near the boundary
-    assert paper.abstained.sum() >= cohen.abstained.sum() + 10
+    # the paper's method follows the optimiser: abstains near the boundary (the
+    # closed form expects 4.2 abstentions at scale 3 and 0.4 at sigma 0.3 on
+    # these inputs at n = 20,000; one bank shifts all of them alike)
+    assert paper.abstained.sum() >= cohen.abstained.sum() + 2
     assert paper.proxy_radius.mean() < 0.9 * cohen.proxy_radius.mean()
     assert not kept.abstained[~cohen.abstained].any()
     start = np.isclose(kept.min_scale, 0.3, rtol=1e-6)

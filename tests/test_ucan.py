@@ -331,8 +331,10 @@ def test_ucan_input_is_never_worse_than_its_isotropic_start():
     paper = certify(_overshooting_ucan(0, w))
     kept = certify(_overshooting_ucan(1000, w))
     assert paper.min_scale.min() >= 3.0 - 1e-6  # the generator's noise
-    # the paper's method follows the generator: abstains near the boundary
-    assert paper.abstained.sum() >= cohen.abstained.sum() + 10
+    # the paper's method follows the generator: abstains near the boundary (the
+    # closed form expects 4.2 abstentions at scale 3 and 0.4 at sigma 0.3 on
+    # these inputs at n = 20,000; one bank shifts all of them alike)
+    assert paper.abstained.sum() >= cohen.abstained.sum() + 2
     near = slice(0, 40)
     assert paper.proxy_radius[near].mean() < 0.9 * cohen.proxy_radius[near].mean()
     assert not kept.abstained[~cohen.abstained].any()

@@ -1,0 +1,56 @@
+"""Cost of one noise-bank chunk against float32 ``torch.randn`` of the same size.
+
+A chunk is ``CHUNK_ROWS x n_features`` standard-form draws with exact tails
+(:meth:`smoothlearn.noise.NoiseFamily.bank_sample`): the first thing every
+certification pays for, shared by all inputs of a block, so when a user
+certifies a few inputs its cost shows directly. Each family's chunk is timed
+as the engine draws it (``NoiseBank.chunk`` of a new chunk index each round),
+interleaved with ``torch.randn`` and with the construction the banks used
+before (53-bit float64 uniforms through the float64 quantile, rounded to
+float32); best and median of the rounds.
+
+Target: every family <= 1.2x float32 randn.
+
+    python benchmarks/bench_noise_bank.py [--features 784] [--repeats 41]
+"""
+
+import argparse
+import itertools
+
+import torch
+from _timing import best_of, median_of
+
+from smoothlearn.banks import CHUNK_ROWS, NoiseBank
+from smoothlearn.noise import NOISES, get_noise
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--features", type=int, default=784)
+    parser.add_argument("--repeats", type=int, default=41)
+    args = parser.parse_args()
+    d, n = args.features, CHUNK_ROWS * args.features
+    gen = torch.Generator().manual_seed(0)
+    chunks = itertools.count(1)
+    runs = {"float32 randn": lambda: torch.randn(n, generator=gen)}
+    for name in sorted(NOISES):
+        bank = NoiseBank(0, 1, get_noise(name), d)
+        runs[name] = lambda bank=bank: bank.chunk(next(chunks))
+    gaussian = get_noise("gaussian")
+    runs["gaussian, float64 quantile (before)"] = lambda: gaussian.sample(
+        (CHUNK_ROWS, d), generator=gen, dtype=torch.float64
+    ).float()
+    print(
+        f"one chunk of {CHUNK_ROWS} x {d} draws, torch threads "
+        f"{torch.get_num_threads()}, {args.repeats} interleaved rounds"
+    )
+    for label, timing in (("best", best_of), ("median", median_of)):
+        t = timing(runs, args.repeats)
+        base = t["float32 randn"]
+        print(f"{label}:")
+        for name, seconds in t.items():
+            print(f"  {name:<36} {1e3 * seconds:6.2f} ms  {seconds / base:5.2f}x randn")
+
+
+if __name__ == "__main__":
+    main()
