@@ -11,21 +11,31 @@ of ``x`` (up to float32 rounding, which batched BLAS calls perturb anyway).
 
 How the first linear map is found
 ---------------------------------
-* Any module that ``torch.fx`` can trace, whose input goes only through
-  reshapes (``flatten``, ``view``, ``reshape``, ``nn.Flatten``) into one
-  ``nn.Linear`` or ``nn.Conv2d`` and is not used again: split into that map
-  and the rest of the traced graph (:func:`split_traced`). A module whose
-  first step is anything else (a normalisation, a sum with the input) is not
-  split. Where tracing fails (data-dependent control flow), the plain path is
-  taken and the ``smoothlearn`` logger says why at DEBUG level.
-* ``nn.Sequential`` whose first layers are ``[nn.Flatten()] + nn.Linear`` or a
-  ``nn.Conv2d``: detected without tracing.
+In order, the first that applies and passes the numerical check:
+
 * Any module can define ``smoothlearn_first_linear(self)`` returning
   ``(linear, rest)`` with ``self(x) == rest(linear(x))`` for inputs ``x`` as the
   module takes them (``linear`` an ``nn.Linear`` on flattened inputs or an
   ``nn.Conv2d`` on image inputs). It may return None to opt out. The built-in
-  MLP and CNN do. The split is checked once on a random input; a wrong hook
-  raises rather than giving wrong counts.
+  MLP and CNN do. A wrong hook raises rather than giving wrong counts.
+* ``nn.Sequential`` whose first layers are ``[nn.Flatten()] + nn.Linear`` or a
+  ``nn.Conv2d``: detected without tracing.
+* Any module that ``torch.fx`` can trace, whose input goes only through
+  reshapes (``flatten``, ``view``, ``reshape``, ``nn.Flatten``) into one
+  ``nn.Linear`` or ``nn.Conv2d`` and is not used again: split into that map
+  and the rest of the traced graph (:func:`split_traced`).
+* Any other module, by running it (:func:`split_probed`): hooks find the
+  first affine layer that runs and what it is given on probe inputs; it must
+  run once per forward and see the module's input reshaped, after at most an
+  elementwise ``a * x + b`` (a normalisation constant, folded into the map),
+  and the rest of the module is run with that layer's output injected. So
+  ``x.reshape(len(x), -1)``, which torch.fx cannot trace, or ``(x - mean) /
+  std`` in front of the first layer, still reuse it.
+
+Every split is checked on random inputs (:func:`_unusable`): the rest of the
+network applied to the map's response must reproduce the module. Where none
+applies or passes, the plain path is taken and the ``smoothlearn`` logger says
+why at DEBUG level.
 
 Networks without a linear first map take the plain path, and so do those
 whose split :func:`why_reuse_is_slower` finds slower than the plain path (a
@@ -33,9 +43,13 @@ narrow first Linear; a first convolution on the CPU, where convolutions run in
 channels-last layout).
 """
 
+import copy
+import itertools
 import logging
 import operator
+import threading
 
+import numpy as np
 import torch
 import torch.fx
 import torch.nn.functional as F
@@ -46,6 +60,7 @@ from .utils._torch import first_output
 __all__ = [
     "FirstLinear",
     "find_first_linear",
+    "split_probed",
     "split_sequential",
     "split_traced",
     "why_reuse_is_slower",
@@ -223,31 +238,47 @@ class FirstLinear:
         Shape of one input as the module takes it.
     reshape : callable, default=None
         Maps inputs shaped as the module takes them to what ``linear`` takes
-        (a traced split); None: flattened for a Linear, ``input_shape`` for a
-        Conv2d.
+        (a traced split); None: ``layer_shape``, else flattened for a Linear
+        and ``input_shape`` for a Conv2d.
+    layer_shape : tuple of int, default=None
+        The shape of one input as ``linear`` takes it (a probed split).
+    front : (Tensor, Tensor), default=None
+        ``(a, b)``, each of ``n_features``: ``linear`` sees ``a * x + b``
+        (a normalisation in front of it, folded into the map); None: ``x``.
     """
 
-    def __init__(self, linear, rest, input_shape, reshape=None):
+    def __init__(
+        self, linear, rest, input_shape, reshape=None, layer_shape=None, front=None
+    ):
         self.linear = linear
         self.rest = rest
         self.input_shape = tuple(input_shape)
         self.reshape = reshape
+        self.layer_shape = None if layer_shape is None else tuple(layer_shape)
+        self.front = front
         self.is_conv = isinstance(linear, nn.Conv2d)
 
     def _shaped(self, x_flat):
         if self.reshape is not None:
             return self.reshape(x_flat.reshape(-1, *self.input_shape))
+        if self.layer_shape is not None:
+            return x_flat.reshape(-1, *self.layer_shape)
         if self.is_conv:
             return x_flat.reshape(-1, *self.input_shape)
         return x_flat.reshape(len(x_flat), -1)
 
     def apply(self, x_flat):
         """``L x`` (with bias) for flat inputs."""
+        if self.front is not None:
+            scale, shift = self.front
+            x_flat = torch.addcmul(shift, x_flat, scale)
         return self.linear(self._shaped(x_flat))
 
     def apply_linear_part(self, z_flat):
         """``L z`` without the bias: the response to a noise draw."""
         lin = self.linear
+        if self.front is not None:
+            z_flat = z_flat * self.front[0]
         z = self._shaped(z_flat)
         if self.is_conv:
             # torch's own convolution with its padding mode, without the bias
@@ -315,68 +346,253 @@ def find_first_linear(
     """The :class:`FirstLinear` split of ``module``, or None for the plain path.
 
     In order: the module's ``smoothlearn_first_linear`` hook (a wrong one
-    raises), a Sequential's first layers, a ``torch.fx`` trace. With
-    ``when_faster``, a split is not used where :func:`why_reuse_is_slower`
-    gives a reason on ``device``. Every reason for the plain path
-    is logged at DEBUG level on the ``smoothlearn`` logger.
+    raises), a Sequential's first layers, a ``torch.fx`` trace, probes of the
+    forward (:func:`split_probed`); the first split that reproduces the module
+    on random inputs is taken. With ``when_faster``, a split is not used where
+    :func:`why_reuse_is_slower` gives a reason on ``device``. Every reason for
+    the plain path is logged at DEBUG level on the ``smoothlearn`` logger.
     """
     name = type(module).__name__
     hook = getattr(module, "smoothlearn_first_linear", None)
-    declared = callable(hook)
-    reshape = None
-    if declared:
+    if callable(hook):
         split = hook()
-    elif isinstance(module, nn.Sequential):
-        split = split_sequential(module)
-    else:
-        traced = split_traced(module)
-        if isinstance(traced, str):
-            logger.debug("plain path (no first-layer reuse): %s", traced)
+        if split is None:
+            logger.debug("plain path (no first-layer reuse): %s opts out", name)
             return None
-        *split, reshape = traced
-    if split is None:
-        logger.debug(
-            "plain path (no first-layer reuse): %s does not start with a linear map",
-            name,
-        )
-        return None
-    linear, rest = split
-    if not isinstance(linear, (nn.Linear, nn.Conv2d)):
-        raise TypeError(
-            "smoothlearn_first_linear must return an nn.Linear or nn.Conv2d first; "
-            f"got {type(linear).__name__}"
-        )
-    found = FirstLinear(linear, rest, input_shape, reshape)
-    reason = _unusable(module, found, input_shape, n_features)
-    if reason is not None and declared:
-        raise ValueError(
-            f"{name}.smoothlearn_first_linear does not reproduce the module: {reason}"
-        )
-    if reason is None and when_faster:
-        reason = why_reuse_is_slower(linear, device)
+        linear, rest = split
+        if not isinstance(linear, (nn.Linear, nn.Conv2d)):
+            raise TypeError(
+                "smoothlearn_first_linear must return an nn.Linear or nn.Conv2d "
+                f"first; got {type(linear).__name__}"
+            )
+        found = FirstLinear(linear, rest, input_shape)
+        reason = _unusable(module, found, input_shape, n_features)
+        if reason is not None:
+            raise ValueError(
+                f"{name}.smoothlearn_first_linear does not reproduce the module: "
+                f"{reason}"
+            )
+        return _when_faster(found, name, when_faster, device)
+    reasons = []
+    for attempt in (_sequential_split, _traced_split, split_probed):
+        found = attempt(module, input_shape, device)
+        if isinstance(found, FirstLinear):
+            found = _checked(module, found, input_shape, n_features)
+        if isinstance(found, FirstLinear):
+            return _when_faster(found, name, when_faster, device)
+        reasons.append(found)
+    logger.debug(
+        "plain path (no first-layer reuse) for %s: %s", name, "; ".join(reasons)
+    )
+    return None
+
+
+def _when_faster(found, name, when_faster, device):
+    reason = why_reuse_is_slower(found.linear, device) if when_faster else None
     if reason is not None:
         logger.debug("plain path (no first-layer reuse) for %s: %s", name, reason)
         return None
     return found
 
 
+def _checked(module, found, input_shape, n_features):
+    """``found``, or why it does not reproduce ``module``."""
+    reason = _unusable(module, found, input_shape, n_features)
+    return found if reason is None else f"{type(module).__name__}: {reason}"
+
+
+def _sequential_split(module, input_shape, device):
+    if not isinstance(module, nn.Sequential):
+        return f"{type(module).__name__} is no nn.Sequential"
+    split = split_sequential(module)
+    if split is None:
+        return "the nn.Sequential does not start with a linear map"
+    return FirstLinear(*split, input_shape)
+
+
+def _traced_split(module, input_shape, device):
+    traced = split_traced(module)
+    if isinstance(traced, str):
+        return traced
+    linear, rest, reshape = traced
+    return FirstLinear(linear, rest, input_shape, reshape)
+
+
+def split_probed(module, input_shape, device="cpu"):
+    """The split of any module whose first affine layer sees its input through
+    reshapes and an elementwise affine map, found by running it.
+
+    No tracing: forward pre-hooks on every ``nn.Linear`` and ``nn.Conv2d``
+    record which runs first and what it is given, on probe inputs. The split
+    is accepted only if, on every probe,
+
+    * that layer runs once per forward, on one tensor;
+    * its input is the module's input in the same order (a reshape) after
+      ``a * x + b`` elementwise (a normalisation constant, or nothing), with
+      ``a`` and ``b`` read off the all-zeros and all-ones probes;
+
+    and the rest of the module, run with that layer's output injected
+    (:class:`_Injected`), reproduces the module on random probes
+    (:func:`_unusable`, at the caller). So a forward written with ``len(x)``,
+    ``x.size(0)``, ``x.view``, ``torch.flatten``, an ``nn.Flatten`` attribute
+    or a normalisation in front splits, whatever Python surrounds it.
+
+    Returns
+    -------
+    FirstLinear or str
+        The split, or a sentence saying why there is none.
+    """
+    name = type(module).__name__
+    layers = [m for m in module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    if not layers:
+        return f"{name} has no nn.Linear or nn.Conv2d"
+    d = int(np.prod(input_shape))
+    param = next(module.parameters(), None)
+    device = param.device if param is not None else torch.device(device)
+    gen = torch.Generator().manual_seed(0)
+    probes = [
+        torch.zeros(2, d),
+        torch.ones(2, d),
+        2.0 * torch.randn(2, d, generator=gen) + 0.5,
+        torch.rand(2, d, generator=gen),
+    ]
+    seen = []
+    for x in probes:
+        calls = _layer_calls(module, layers, x.to(device).reshape(-1, *input_shape))
+        if isinstance(calls, str):
+            return f"{name}: {calls}"
+        seen.append(calls)
+    first = seen[0][0][0]
+    inputs = []
+    for calls in seen:
+        if calls[0][0] is not first:
+            return f"{name}'s first affine layer depends on its input"
+        if sum(layer is first for layer, _ in calls) != 1:
+            return f"{name}'s first affine layer runs more than once per forward"
+        given = calls[0][1]
+        if given is None:
+            return f"{name}'s first affine layer takes more than one tensor"
+        if given.numel() != 2 * d or given.shape[0] != 2:
+            return (
+                f"{name}'s first affine layer sees {tuple(given.shape[1:])} per "
+                f"input, not the input's {d} values"
+            )
+        inputs.append(given.reshape(2, d).double().cpu())
+    shift = inputs[0][0]
+    scale = inputs[1][0] - shift
+    for x, seen_by_layer in zip(probes[2:], inputs[2:]):
+        expected = x.double() * scale + shift
+        tolerance = 1e-5 * (expected.abs() + shift.abs() + 1e-3)
+        if not ((seen_by_layer - expected).abs() <= tolerance).all():
+            return (
+                f"{name}'s first affine layer does not see a reshape of its input "
+                "(after at most an elementwise scale and shift)"
+            )
+    front = None
+    if not (torch.equal(scale, torch.ones(d, dtype=scale.dtype)) and not shift.any()):
+        front = (scale.float().to(device), shift.float().to(device))
+    layer_shape = tuple(seen[0][0][1].shape[1:])
+    rest = _Injected.rest_of(module, first, input_shape)
+    return FirstLinear(first, rest, input_shape, layer_shape=layer_shape, front=front)
+
+
+def _layer_calls(module, layers, x):
+    """``[(layer, its input or None), ...]`` in the order ``module(x)`` calls them."""
+    calls = []
+
+    def record(layer, args, kwargs):
+        single = len(args) == 1 and not kwargs and torch.is_tensor(args[0])
+        calls.append((layer, args[0].detach().clone() if single else None))
+
+    handles = [
+        layer.register_forward_pre_hook(record, with_kwargs=True)
+        for layer in set(layers)
+    ]
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.inference_mode():
+            module(x)
+    except Exception as exc:  # a module that cannot run on a probe has no split
+        return f"it fails on a probe input: {exc}"
+    finally:
+        module.train(was_training)
+        for handle in handles:
+            handle.remove()
+    if not calls:
+        return "no affine layer runs"
+    return calls
+
+
+class _Injected(nn.Module):
+    """Stands for a module's first affine layer in a copy of the module: returns
+    the response it is given instead of computing one.
+
+    :meth:`rest_of` makes the copy (sharing every parameter and buffer with the
+    module, so it follows in-place updates of the weights) and returns its rest,
+    ``rest(h)``: the copy run on a zero input of ``len(h)`` rows (an expanded
+    view, no memory), with ``h`` standing for the layer's output. The response
+    is held per thread.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._local = threading.local()
+
+    def forward(self, *args, **kwargs):
+        return self._local.value
+
+    @classmethod
+    def rest_of(cls, module, layer, input_shape):
+        shared = {
+            id(t): t for t in itertools.chain(module.parameters(), module.buffers())
+        }
+        copy_ = copy.deepcopy(module, shared)
+        injected = cls()
+        for path, found in module.named_modules(remove_duplicate=False):
+            if found is layer:
+                parent, _, attribute = path.rpartition(".")
+                setattr(copy_.get_submodule(parent), attribute, injected)
+        copy_.eval()
+        zero = torch.zeros((1, *input_shape), device=_device_of(module))
+
+        def rest(h):
+            injected._local.value = h
+            try:
+                return first_output(copy_(zero.expand(len(h), *input_shape)))
+            finally:
+                injected._local.value = None
+
+        return rest
+
+
+def _device_of(module):
+    param = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
 def _unusable(module, found, input_shape, n_features):
     """Why ``rest(linear(x))`` cannot stand for ``module(x)``, or None.
 
-    Checked once on two random inputs.
+    Checked on two random inputs of each of two kinds (standard normal, and
+    uniform on [0, 1) like pixels).
     """
-    param = next(module.parameters(), None)
-    device = param.device if param is not None else "cpu"
+    device = _device_of(module)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, n_features, generator=gen).to(device)
+    x = torch.cat(
+        [
+            torch.randn(2, n_features, generator=gen),
+            torch.rand(2, n_features, generator=gen),
+        ]
+    ).to(device)
     was_training = module.training
     module.eval()
     try:
         with torch.inference_mode():
             whole = first_output(module(x.reshape(-1, *input_shape)))
             shaped = found._shaped(x)
-            expected = 4 if found.is_conv else 2
-            if shaped.dim() != expected or len(shaped) != 2:
+            wrong = shaped.dim() != 4 if found.is_conv else shaped.dim() < 2
+            if wrong or len(shaped) != len(x):
                 return f"the first map's input has shape {tuple(shaped.shape)}"
             split = first_output(found.rest(found.apply(x)))
     except Exception as exc:  # a split that cannot run is no split

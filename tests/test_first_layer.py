@@ -38,6 +38,56 @@ def _networks():
     yield "builtin-cnn", SmallCNN(3, 4, 4, 4), (3, 4, 4)
     yield "user-mlp-class", UserMLP(12, 4), (3, 2, 2)
     yield "user-cnn-class", UserCNN(), (3, 4, 4)
+    # the ways users flatten and normalise (torch.fx traces some, not all)
+    for idiom in IDIOMS:
+        yield f"idiom-{idiom}", IdiomMLP(idiom), (3, 2, 2)
+    yield "input-batchnorm", InputBatchNorm().eval(), (12,)
+
+
+#: How an MLP's forward reaches its first layer, as users write it.
+IDIOMS = {
+    "len": lambda m, x: x.reshape(len(x), -1),
+    "size": lambda m, x: x.view(x.size(0), -1),
+    "view-minus-one": lambda m, x: x.view(-1, 12),
+    "torch-flatten": lambda m, x: torch.flatten(x, 1),
+    "flatten-method": lambda m, x: x.flatten(1),
+    "flatten-attribute": lambda m, x: m.flatten(x),
+    "normalised-len": lambda m, x: ((x - 0.1307) / 0.3081).reshape(len(x), -1),
+    "per-channel-normalised": lambda m, x: m.flatten((x - m.mean) / m.std),
+}
+
+
+class IdiomMLP(nn.Module):
+    """An MLP whose forward reaches ``fc1`` by one of :data:`IDIOMS`."""
+
+    def __init__(self, idiom):
+        super().__init__()
+        self.idiom = idiom
+        self.flatten = nn.Flatten()
+        self.register_buffer("mean", torch.tensor([0.4, 0.5, 0.6]).reshape(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.2, 0.25, 0.3]).reshape(1, 3, 1, 1))
+        self.fc1 = nn.Linear(12, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(IDIOMS[self.idiom](self, x))))
+
+
+class InputBatchNorm(nn.Module):
+    """Batch normalisation of the input (an elementwise affine map in eval mode)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(12)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-1, 1)
+            self.norm.running_var.uniform_(0.5, 2)
+            self.norm.weight.uniform_(0.5, 1.5)
+        self.fc1 = nn.Linear(12, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(self.norm(x))))
 
 
 class UserMLP(nn.Module):
@@ -210,6 +260,86 @@ def test_networks_without_a_linear_first_map_take_the_plain_path(caplog):
             caplog.clear()
             assert find_first_linear(cls(), (12,), 12) is None
             assert reason in caplog.text, cls
+
+
+def test_every_idiom_reuses_the_first_layer_by_trace_or_by_probes(caplog):
+    """Tracing or not, each idiom's first layer is found; those torch.fx cannot
+    trace (``len``) or whose first step is a normalisation are split by probes,
+    with the normalisation folded into the map."""
+    probed = {"len", "normalised-len", "per-channel-normalised"}
+    for idiom in IDIOMS:
+        module = IdiomMLP(idiom).eval()
+        with caplog.at_level("DEBUG", logger="smoothlearn"):
+            found = find_first_linear(module, (3, 2, 2), 12)
+        assert found is not None and found.linear is module.fc1, idiom
+        assert (found.reshape is None) == (idiom in probed), idiom
+        x = torch.rand(50, 12)
+        torch.testing.assert_close(
+            found.rest(found.apply(x)), module(x.reshape(-1, 3, 2, 2))
+        )
+        if "normalised" in idiom:
+            assert found.front is not None
+    found = find_first_linear(InputBatchNorm().eval(), (12,), 12)
+    assert found is not None and found.front is not None
+
+
+def test_probes_refuse_what_is_not_a_reshape_into_one_call(caplog):
+    class Twice(nn.Module):
+        """The first layer runs again on another input: no single response."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 12)
+
+        def forward(self, x):
+            x = x.reshape(len(x), -1)
+            return self.fc(torch.relu(self.fc(x)))
+
+    class Clamped(nn.Module):
+        """A clamp before the first layer: affine only between 0 and 1."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 2)
+
+        def forward(self, x):
+            return self.fc(x.clamp(0, 1).reshape(len(x), -1))
+
+    class Permuted(nn.Module):
+        """The features reach the layer in another order."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 2)
+
+        def forward(self, x):
+            return self.fc(x.reshape(len(x), 3, 4).transpose(1, 2).reshape(len(x), -1))
+
+    reasons = {
+        Twice: "runs more than once per forward",
+        Clamped: "does not see a reshape of its input",
+        Permuted: "does not see a reshape of its input",
+    }
+    with caplog.at_level("DEBUG", logger="smoothlearn"):
+        for cls, reason in reasons.items():
+            caplog.clear()
+            assert find_first_linear(cls(), (12,), 12) is None
+            assert reason in caplog.text, cls
+
+
+def test_a_probed_split_shares_the_modules_weights():
+    """The rest runs on a copy of the module that shares its parameters, so a
+    fitted network trained further is followed; the user's module is not
+    changed."""
+    module = IdiomMLP("len").eval()
+    found = find_first_linear(module, (3, 2, 2), 12)
+    assert isinstance(module.fc1, nn.Linear)  # not replaced in the user's module
+    x = torch.rand(5, 12)
+    with torch.no_grad():
+        module.fc2.weight.mul_(-1.0)
+    torch.testing.assert_close(
+        found.rest(found.apply(x)), module(x.reshape(-1, 3, 2, 2))
+    )
 
 
 def test_traced_splits_equal_the_module_on_random_inputs():
