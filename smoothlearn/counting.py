@@ -79,6 +79,25 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
     counts = torch.zeros((m, K), dtype=torch.int64, device=device)
     if m == 0 or n_draws == 0:
         return counts.cpu().numpy()
+    if scale.kind == "diagonal" and scale.shared_parts() is None:
+        # per-input diagonals share no structure, but a row whose values are
+        # all equal is isotropic (a strategy kept its isotropic start): those
+        # rows take the isotropic path, with first-layer reuse where it exists
+        flat = scale.isotropic_rows()
+        if flat.any() and network.first_linear is not None:
+            out = np.empty((m, K), dtype=np.int64)
+            for rows, part in ((flat, _isotropic), (~flat, None)):
+                if rows.any():
+                    out[rows] = count_classes(
+                        network,
+                        X[rows],
+                        scale[rows] if part is None else part(scale[rows]),
+                        bank,
+                        n_draws,
+                        batch_size=batch_size,
+                        first_row=first_row,
+                    )
+            return out
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
     if scale.offset is not None:  # UCAN's mean offset moves the noise's centre
@@ -105,6 +124,11 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                 pred = response.scores(i0, i1, z, shared).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, z.shape[0], K)
     return counts.cpu().numpy()
+
+
+def _isotropic(scale):
+    """A diagonal scale whose rows are each constant, as the isotropic scale it is."""
+    return Scale(np.asarray(scale.values)[:, 0], offset=scale.offset)
 
 
 def _add_votes(counts, i0, i1, pred, w, K):

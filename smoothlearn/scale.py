@@ -353,6 +353,21 @@ class Scale:
             return self.values[0], None, None, None
         return None
 
+    def isotropic_rows(self):
+        """Which rows are isotropic: all of an isotropic scale, the rows of a
+        diagonal one whose values are all equal; none of a rotated one.
+
+        Returns
+        -------
+        ndarray of bool, shape (m,)
+        """
+        if self.kind == "isotropic":
+            return np.ones(len(self), dtype=bool)
+        if self.kind == "rotated":
+            return np.zeros(len(self), dtype=bool)
+        values = np.asarray(self.values)
+        return (values == values[:, :1]).all(axis=1)
+
     def as_run(self):
         """The smoothing the engine runs, and the scale a certificate records.
 

@@ -131,7 +131,14 @@ def _random_rotated(rng, m, d, k):
 )
 @pytest.mark.parametrize(
     "scale_kind",
-    ["isotropic", "per-input", "shared-diagonal", "rotated-rank-3", "rotated-full"],
+    [
+        "isotropic",
+        "per-input",
+        "shared-diagonal",
+        "per-input-diagonal",
+        "rotated-rank-3",
+        "rotated-full",
+    ],
 )
 def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale_kind):
     d = int(np.prod(shape))
@@ -152,6 +159,12 @@ def test_fused_and_plain_paths_agree_sample_by_sample(name, module, shape, scale
             "isotropic": np.full(5, 0.5),
             "per-input": rng.uniform(0.2, 1.0, 5),
             "shared-diagonal": np.tile(rng.uniform(0.2, 1.0, d), (5, 1)),
+            # rows 0, 2 and 4 constant: isotropic rows in a diagonal scale
+            "per-input-diagonal": np.where(
+                (np.arange(5) % 2 == 0)[:, None],
+                rng.uniform(0.2, 1.0, (5, 1)),
+                rng.uniform(0.2, 1.0, (5, d)),
+            ),
         }[scale_kind]
         scale = Scale(values)
         dense = np.stack([np.diag(np.broadcast_to(s, (d,))) for s in values])

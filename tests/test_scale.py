@@ -169,6 +169,10 @@ def test_rows_fields_concatenation_and_picks_keep_the_form(form):
     for i, s in ((0, 0.3), (2, 0.7)):
         np.testing.assert_allclose(balls.dense(i, 5), s * np.eye(5), atol=1e-12)
     np.testing.assert_allclose(balls.dense(1, 5), dense_a[1], atol=1e-12)
+    # the balls are isotropic rows wherever a form can tell (a rotated form
+    # carries its basis, so no row of it counts as isotropic)
+    expected = {"isotropic": [1, 1, 1], "diagonal": [1, 0, 1]}.get(form, [0, 0, 0])
+    np.testing.assert_array_equal(balls.isotropic_rows(), np.array(expected, bool))
     assert a.equals(random_scale(np.random.RandomState(1), form, 3, 5)[0])  # a copy
 
 

@@ -1,3 +1,4 @@
+import copy
 import pickle
 
 import numpy as np
@@ -273,10 +274,33 @@ def test_certify_before_fit_is_not_fitted_error():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_device(digits):
+@pytest.mark.parametrize(
+    "strategy",
+    ["cohen", "isotropic_dd", "ancer", "rancer", "rddrs"],
+)
+def test_cuda_device(strategy, digits):
+    """Banks, counts, optimisers and curvature run on the GPU; the CPU's
+    certificates of the same network agree up to Monte Carlo error (the two
+    devices draw different banks)."""
+    from smoothlearn.strategies import get_strategy
+
     X, y = digits
+    fast = get_strategy(strategy)
+    if strategy != "cohen":
+        fast.set_params(n_iter=20)
+    if strategy in ("rancer", "rddrs"):
+        fast.set_params(rank=9)
     clf = SmoothedClassifier(device="cuda", **FAST).fit(X[:200], y[:200])
-    assert clf.certify(X[:5]).label.shape == (5,)
+    clf.set_params(strategy=fast)
+    cert = clf.certify(X[:20])
+    assert cert.label.shape == (20,)
+    # the same trained weights certified on the CPU (max_epochs=0 keeps them)
+    module = copy.deepcopy(clf.net_.module_).cpu()
+    settings = {**FAST, "max_epochs": 0}
+    on_cpu = SmoothedClassifier(module, strategy=fast, **settings)
+    on_cpu.fit(X[:200], y[:200])
+    agree = np.mean(on_cpu.certify(X[:20]).label == cert.label)
+    assert agree >= 0.9
 
 
 def test_the_network_view_is_built_once_and_follows_the_weights():

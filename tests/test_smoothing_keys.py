@@ -211,7 +211,7 @@ def test_certificates_record_the_whole_smoothing():
     assert cert.strategy == "isotropic_dd"
     assert cert.smoothing == (
         "isotropic_dd(clip=0.001, compare_draws=4000, lr=0.04, min_sigma=0.001, "
-        "n_draws=64, n_iter=40) gaussian sigma=0.03"
+        "n_draws=64, n_iter=40, tol=0.001) gaussian sigma=0.03"
     )
     assert list(clf.memories_) == [cert.smoothing]
     pd = pytest.importorskip("pandas")

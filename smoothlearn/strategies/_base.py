@@ -101,6 +101,11 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
         the fitted strategy certifies with their new values.
     """
 
+    #: Parameters added in a later version, with the value that behaves as
+    #: before they existed: at that value the description leaves them out, so
+    #: a memory kept under the earlier description is the same smoothing's.
+    _added_params: dict = {}
+
     name = None
     data_dependent = False
     shared_scale = True
@@ -130,6 +135,9 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
         :func:`describe_value`; a subclass is named by its class as well.
         """
         params = self.smoothing_params()
+        for name, before in self._added_params.items():
+            if describe_value(params.get(name)) == describe_value(before):
+                params.pop(name, None)
         body = ", ".join(
             f"{name}={describe_value(params[name])}"
             for name in sorted(params)

@@ -135,7 +135,9 @@ def row_generators(seed, X_t):
     return generators
 
 
-def lanczos_top_eigenvectors(hvp, m, d, rank, generators, n_steps=None, dtype=None):
+def lanczos_top_eigenvectors(
+    hvp, m, d, rank, generators, n_steps=None, dtype=None, device="cpu"
+):
     """Top-``rank`` eigenpairs of symmetric operators by batched Lanczos.
 
     Parameters
@@ -149,6 +151,11 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generators, n_steps=None, dtype=No
         that input needs them (:func:`row_generators`).
     n_steps : int, default=None
         Krylov dimension; ``min(d, 2 * rank + 20)`` when None.
+    dtype : torch.dtype, default=None
+        Of the Krylov vectors; float64 when None.
+    device : torch.device, default='cpu'
+        Where the Krylov vectors live: the network's (the per-row generators
+        stay on the CPU, so a row's start vector is the same on any device).
 
     Returns
     -------
@@ -157,14 +164,14 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generators, n_steps=None, dtype=No
     """
     dtype = dtype or torch.float64
     q = min(d, n_steps or 2 * rank + 20)
-    Q = torch.zeros(m, q, d, dtype=dtype)
-    alpha = torch.zeros(m, q, dtype=dtype)
-    beta = torch.zeros(m, q, dtype=dtype)
+    Q = torch.zeros(m, q, d, dtype=dtype, device=device)
+    alpha = torch.zeros(m, q, dtype=dtype, device=device)
+    beta = torch.zeros(m, q, dtype=dtype, device=device)
 
     def fresh(j, rows):
         v = torch.stack(
             [torch.randn(d, generator=generators[i], dtype=dtype) for i in rows]
-        )
+        ).to(device)
         v = _orthogonalise(v, Q[rows, :j])
         return v / v.norm(dim=1, keepdim=True)
 
@@ -192,8 +199,8 @@ def lanczos_top_eigenvectors(hvp, m, d, rank, generators, n_steps=None, dtype=No
     T = T + torch.diag_embed(beta[:, :-1], -1)
     theta, S = torch.linalg.eigh(T)
     ritz = torch.einsum("mqd,mqk->mkd", Q, S)  # (m, q, d), rows orthonormal
-    values = torch.empty(m, rank, dtype=dtype)
-    vectors = torch.empty(m, d, rank, dtype=dtype)
+    values = torch.empty(m, rank, dtype=dtype, device=device)
+    vectors = torch.empty(m, d, rank, dtype=dtype, device=device)
     for i in range(m):
         values[i], vectors[i] = _top_ritz_pairs(theta[i], ritz[i], Q[i], rank)
     # re-orthonormalise (Ritz vectors are orthonormal up to rounding)
@@ -298,7 +305,9 @@ def curvature_basis(network, X_t, rank, *, seed=0):
     else:
         hvp = hessian_vector_products(network, X_t, labels)
         generators = row_generators(seed, X_t)
-        values, vectors = lanczos_top_eigenvectors(hvp, m, d, rank, generators)
+        values, vectors = lanczos_top_eigenvectors(
+            hvp, m, d, rank, generators, device=X_t.device
+        )
     return values, vectors.to(device=X_t.device, dtype=torch.float32)
 
 

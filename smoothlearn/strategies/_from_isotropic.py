@@ -34,6 +34,7 @@ class StartsFromIsotropic(BaseStrategy):
         self._isotropic().check(family, input_shape)
 
     _renamed_params = {"n_samples": "n_draws"}
+    _added_params = {"tol": None}
 
     def _isotropic(self):
         return IsotropicDD() if self.isotropic is None else self.isotropic

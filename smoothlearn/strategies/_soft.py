@@ -18,8 +18,14 @@ from ..utils._sklearn_compat import Interval, StrOptions
 
 __all__ = [
     "COMPARE_DRAWS",
+    "COMPARE_FIRST_LOOK",
+    "Convergence",
     "OPTIMISER_CONSTRAINTS",
+    "STOP_PATIENCE",
+    "STOP_TOL",
+    "STOP_WINDOW",
     "better_of",
+    "comparison_looks",
     "optimisation_draws",
     "resolve_clip",
     "soft_gap",
@@ -34,7 +40,84 @@ OPTIMISER_CONSTRAINTS = {
     "n_samples": [deprecated_option(), Interval(Integral, 1, None, closed="left")],
     "clip": [Interval(Real, 0, 0.5, closed="neither"), StrOptions({"auto"})],
     "compare_draws": [Interval(Integral, 0, None, closed="left")],
+    "tol": [None, Interval(Real, 0, None, closed="left")],
 }
+
+#: Steps whose objectives the stopping rule averages (one step's objective is a
+#: Monte Carlo estimate on ``n_draws`` draws).
+STOP_WINDOW = 10
+
+#: Windows in a row without improvement after which an input stops.
+STOP_PATIENCE = 2
+
+#: The optimisers' default ``tol``: a window must beat the best earlier one by
+#: more than this fraction (and its noise) to count as an improvement.
+STOP_TOL = 1e-3
+
+
+class Convergence:
+    """Which inputs an optimiser still moves: each stops when its objective has
+    stopped improving.
+
+    The stated criterion: every :data:`STOP_WINDOW` steps, an input's mean
+    objective over the window is compared with its best earlier window mean;
+    it improved if it is higher by more than ``tol`` times that best and by
+    more than twice the standard error of the difference of the two means (the
+    objective is estimated on each step's draws). An input stops after
+    :data:`STOP_PATIENCE` windows in a row without improvement and keeps the
+    parameters it has then; ``n_iter`` bounds the steps of every input.
+    ``tol=None`` never stops an input: the papers' fixed ``n_iter``.
+
+    An input's steps depend only on its own objectives (the draws are shared),
+    so whether it stops does not depend on the rows optimised beside it.
+
+    Parameters
+    ----------
+    m : int
+        Inputs.
+    tol : float or None
+    device : torch.device
+    """
+
+    def __init__(self, m, tol, device):
+        self.tol = tol
+        self.active = torch.arange(m, device=device)
+        self.steps = torch.zeros(m, dtype=torch.int64, device=device)
+        self._window = torch.zeros(m, STOP_WINDOW, dtype=torch.float64, device=device)
+        self._best = torch.full((m,), -torch.inf, dtype=torch.float64, device=device)
+        self._best_se = torch.zeros(m, dtype=torch.float64, device=device)
+        self._stale = torch.zeros(m, dtype=torch.int64, device=device)
+
+    def record(self, it, objective):
+        """Record step ``it``'s objective of the active inputs (in their order);
+        returns the inputs that stop after it (indices into all inputs)."""
+        rows = self.active
+        self._window[rows, it % STOP_WINDOW] = objective.detach().to(torch.float64)
+        self.steps[rows] += 1
+        if self.tol is None or (it + 1) % STOP_WINDOW:
+            return rows[:0]
+        window = self._window[rows]
+        mean = window.mean(dim=1)
+        se = window.std(dim=1) / STOP_WINDOW**0.5
+        best, best_se = self._best[rows], self._best_se[rows]
+        margin = torch.maximum(
+            self.tol * best.abs(), 2.0 * torch.sqrt(se**2 + best_se**2)
+        )
+        improved = ~torch.isfinite(best) | (mean > best + margin)
+        self._best[rows] = torch.where(improved, mean, best)
+        self._best_se[rows] = torch.where(improved, se, best_se)
+        self._stale[rows] = torch.where(improved, 0, self._stale[rows] + 1)
+        done = self._stale[rows] >= STOP_PATIENCE
+        self.active = rows[~done]
+        return rows[done]
+
+    @staticmethod
+    def freeze(optimiser, param, rows):
+        """Stop Adam moving ``rows`` of ``param``: with their first moment 0 and
+        no gradient from then on, its steps leave them where they are."""
+        state = optimiser.state.get(param)
+        if len(rows) and state:
+            state["exp_avg"][rows] = 0.0
 
 
 def resolve_clip(clip, p_max):
@@ -114,16 +197,30 @@ COMPARE_Z = 3.09
 COMPARE_DRAWS = 4000
 
 
+#: The first look of the comparison: looks halve from ``compare_draws`` while
+#: they stay at least this large.
+COMPARE_FIRST_LOOK = 500
+
+
+def comparison_looks(n_draws):
+    """The draws after which :func:`better_of` looks: halving from ``n_draws``
+    while at least :data:`COMPARE_FIRST_LOOK`, ascending."""
+    looks = [int(n_draws)]
+    while looks[-1] // 2 >= COMPARE_FIRST_LOOK:
+        looks.append(looks[-1] // 2)
+    return looks[::-1]
+
+
 def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p_max):
     """Per input, the candidate smoothing whose certificate looks largest.
 
     Each candidate (a :class:`~smoothlearn.scale.Scale`, one form for all
     candidates, with UCAN's offset where it has one, which moves the noise's
-    centre) is run on the same ``n_draws``
-    optimisation-bank rows from ``offset`` (common random numbers, independent
-    of the certification draws, so the memory covers the choice, DESIGN.md
-    section 5). Its gap is a cautious estimate of what certification would
-    give for its top vote share ``p`` (``k`` of ``n_draws`` votes):
+    centre) is run on the same optimisation-bank rows from ``offset`` (common
+    random numbers, independent of the certification draws, so the memory
+    covers the choice, DESIGN.md section 5). Its gap is a cautious estimate of
+    what certification would give for its top vote share ``p`` (``k`` of
+    ``n_draws`` votes):
     ``gap(min(p - (sqrt(w) + z / sqrt(n_draws)) sqrt(q (1 - q)), p_max))``
     (0 where that is at most 1/2), scored by ``score(gap, Scale)``. Here
     ``q = (k + 1/2) / (n_draws + 1)`` is the share's Jeffreys posterior mean,
@@ -146,8 +243,14 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
       scales (digits at n = 100,000: AC R-tilde 0.478 with a Clopper-Pearson
       bound on the 1,000 comparison draws, against Cohen's 0.487).
 
-    The first candidate wins ties, so inputs that no candidate certifies keep
-    it.
+    The draws are spent sequentially (:func:`comparison_looks`): at each look
+    before the last, every candidate's vote probability lies, at the
+    comparison's level ``z``, within ``q -+ z sqrt(q (1 - q) / m)`` of its
+    share after ``m`` draws, and an input is decided, and spends no more, once
+    the leader's score at the low end beats every other candidate's at the
+    high end (the score as the full ``n_draws`` would compute it). Inputs still
+    undecided at the last look are chosen as above. The first candidate wins
+    ties, so inputs that no candidate certifies keep it.
 
     Returns
     -------
@@ -163,22 +266,61 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     # z_alpha^2 / n of certification's bound, from p_max = alpha^(1/n) alone:
     # -2 ln p_max = 2 ln(1/alpha) / n, a little above z_alpha^2 / n (1.4x at
     # alpha = 0.001), so the estimated bound errs towards the start
-    width2 = -2.0 * np.log(ceiling)
+    width = np.sqrt(-2.0 * np.log(ceiling))
     # and the comparison draws' own noise, so that a candidate displaces the
     # first only when its lead is more than luck on n_draws draws
     noise = COMPARE_Z / np.sqrt(n_draws)
-    scores = []
-    for candidate in candidates:
-        # counted as the engine runs it: float32, at x + offset
-        counts = count_classes(
-            network, X, candidate, rows, n_draws, batch_size=max(1000, n_draws)
+
+    def gap(share, spread):
+        bound = np.minimum(share - (width + noise) * spread, ceiling)
+        return np.maximum(family.gap(np.maximum(bound, 0.5)), 0.0)
+
+    def final_gap(share):
+        """The gap the full comparison gives a share (its Jeffreys spread)."""
+        jeffreys = (share * n_draws + 0.5) / (n_draws + 1.0)
+        return gap(share, np.sqrt(jeffreys * (1.0 - jeffreys)))
+
+    m = len(X)
+    counts = [np.zeros((m, network.n_classes), dtype=np.int64) for _ in candidates]
+    chosen = np.zeros(m, dtype=np.intp)
+    undecided, done = np.arange(m), 0
+    for look in comparison_looks(n_draws):
+        for c, candidate in enumerate(candidates):
+            # counted as the engine runs it: float32, at x + offset
+            counts[c][undecided] += count_classes(
+                network,
+                X[undecided],
+                candidate[undecided],
+                rows,
+                look - done,
+                batch_size=max(1000, n_draws),
+                first_row=done,
+            )
+        done = look
+        top = np.stack([k[undecided].max(axis=1) for k in counts])  # (c, u)
+        jeffreys = (top + 0.5) / (look + 1.0)  # never 0 or 1, unlike the share
+        scales = [candidate[undecided] for candidate in candidates]
+        if look == n_draws:
+            spread = np.sqrt(jeffreys * (1.0 - jeffreys))
+            scores = [
+                score(gap(t / look, s), sc) for t, s, sc in zip(top, spread, scales)
+            ]
+            chosen[undecided] = np.argmax(np.stack(scores), axis=0)  # ties: the first
+            break
+        # where each candidate's score can be once all n_draws are in: its
+        # share there at either end of the interval, with that share's spread
+        half = COMPARE_Z * np.sqrt(jeffreys * (1.0 - jeffreys) / look)
+        ends = [np.clip(jeffreys + sign * half, 0.0, 1.0) for sign in (-1, 1)]
+        lows, highs = (
+            np.stack([score(final_gap(p), sc) for p, sc in zip(end, scales)])
+            for end in ends
         )
-        top = counts.max(axis=1)
-        share = top / n_draws
-        jeffreys = (top + 0.5) / (n_draws + 1.0)  # never 0 or 1, unlike share
-        spread = np.sqrt(jeffreys * (1.0 - jeffreys))
-        bound = np.minimum(share - (np.sqrt(width2) + noise) * spread, ceiling)
-        gap = np.maximum(family.gap(np.maximum(bound, 0.5)), 0.0)
-        scores.append(score(gap, candidate))
-    chosen = np.argmax(np.stack(scores), axis=0)  # first maximum: ties keep the first
+        leader = np.argmax(lows, axis=0)
+        rivals = highs.copy()
+        rivals[leader, np.arange(len(leader))] = -np.inf
+        decided = lows[leader, np.arange(len(leader))] >= rivals.max(axis=0)
+        chosen[undecided[decided]] = leader[decided]
+        undecided = undecided[~decided]
+        if not len(undecided):
+            break
     return Scale.pick(candidates, chosen), chosen

@@ -12,6 +12,8 @@ from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
+    STOP_TOL,
+    Convergence,
     optimisation_draws,
     resolve_clip,
     soft_gap,
@@ -51,6 +53,12 @@ class ANCER(StartsFromIsotropic):
         of certification's, and the memory covers it. 0 keeps the optimised
         smoothing always: the paper's method.
         Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
+    tol : float or None, default=1e-3
+        An input stops when its objective has stopped improving (its mean over
+        each window of 10 steps no longer beats the best earlier window mean
+        by more than ``tol``, relative, and twice its standard error, two
+        windows in a row: :class:`._soft.Convergence`); ``n_iter`` bounds its
+        steps. None runs every input ``n_iter`` steps: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -89,6 +97,7 @@ class ANCER(StartsFromIsotropic):
         clip=0.001,
         isotropic=None,
         compare_draws=COMPARE_DRAWS,
+        tol=STOP_TOL,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
@@ -98,6 +107,7 @@ class ANCER(StartsFromIsotropic):
         self.clip = clip
         self.isotropic = isotropic
         self.compare_draws = compare_draws
+        self.tol = tol
         self.n_samples = n_samples
 
     def optimise(self, network, X, sigma_start, *, family, bank, offset=0, p_max=None):
@@ -114,22 +124,30 @@ class ANCER(StartsFromIsotropic):
         theta = floor.clone().requires_grad_(True)
         optimiser = torch.optim.Adam([theta], lr=self.lr)
         clip = resolve_clip(self.clip, p_max)
+        converging = Convergence(m, self.tol, device)
         network.module.eval()
-        with torch.enable_grad():
-            for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, n_draws, offset, device)
-                gap = soft_gap(network, X_t, lambda z: theta * z, z, family, clip)
-                flat = theta.reshape(m, d)
+        for it in range(self.n_iter):
+            rows = converging.active
+            if not len(rows):
+                break
+            z = optimisation_draws(bank, it, n_draws, offset, device)
+            with torch.enable_grad():
+                moving = theta[rows]
+                gap = soft_gap(
+                    network, X_t[rows], lambda z: moving * z, z, family, clip
+                )
+                flat = moving.reshape(len(rows), d)
                 objective = volume_objective(
                     gap, torch.log(flat).mean(dim=1), flat.min(dim=1).values, self.kappa
                 )
                 optimiser.zero_grad()
                 (-objective.sum()).backward()
-                optimiser.step()
-                with torch.no_grad():
-                    # project the optimised tensor itself, so Adam keeps stepping
-                    # from the projected point
-                    torch.maximum(theta, floor, out=theta)
+            optimiser.step()
+            with torch.no_grad():
+                # project the optimised tensor itself, so Adam keeps stepping
+                # from the projected point
+                torch.maximum(theta, floor, out=theta)
+            converging.freeze(optimiser, theta, converging.record(it, objective))
         return theta.detach().reshape(m, d).cpu().numpy().astype(np.float64)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):

@@ -12,6 +12,8 @@ from ._base import BaseStrategy
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
+    STOP_TOL,
+    Convergence,
     better_of,
     optimisation_draws,
     resolve_clip,
@@ -38,7 +40,13 @@ class IsotropicDD(BaseStrategy):
     lr : float, default=0.04
         Step size of the gradient ascent.
     n_iter : int, default=300
-        Ascent steps.
+        The most ascent steps an input takes.
+    tol : float or None, default=1e-3
+        An input stops when its objective has stopped improving: its mean over
+        each window of 10 steps no longer beats the best earlier window mean
+        by more than ``tol`` (relative) and twice the standard error of the
+        difference, two windows in a row (:class:`._soft.Convergence`). None
+        runs every input ``n_iter`` steps: the paper's method.
     n_draws : int, default=100
         Noise draws per input and step.
     compare_draws : int, default=4000
@@ -77,6 +85,7 @@ class IsotropicDD(BaseStrategy):
     }
 
     _renamed_params = {"n_samples": "n_draws"}
+    _added_params = {"tol": None}
 
     def __init__(
         self,
@@ -86,10 +95,12 @@ class IsotropicDD(BaseStrategy):
         min_sigma=1e-3,
         clip=0.001,
         compare_draws=COMPARE_DRAWS,
+        tol=STOP_TOL,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
         self.n_iter = n_iter
+        self.tol = tol
         self.n_draws = n_draws
         self.min_sigma = min_sigma
         self.clip = clip
@@ -105,20 +116,27 @@ class IsotropicDD(BaseStrategy):
         device = network.device
         X_t = network.inputs(X)
         start = np.broadcast_to(np.asarray(sigma_start, dtype=np.float32), len(X))
-        sig = torch.tensor(start, device=device).reshape(-1, 1, 1).requires_grad_(True)
+        sig = torch.tensor(start, device=device).reshape(-1, 1, 1)
         n_draws = self._param("n_draws")
         clip = resolve_clip(self.clip, p_max)
+        converging = Convergence(len(X), self.tol, device)
         network.module.eval()
-        with torch.enable_grad():
-            for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, n_draws, offset, device)
-                gap = soft_gap(network, X_t, lambda z: sig * z, z, family, clip)
-                radius = sig.reshape(-1) * gap
-                (grad,) = torch.autograd.grad(radius.sum(), sig)
-                with torch.no_grad():
-                    sig += self.lr * grad
-                    sig.clamp_(min=self.min_sigma)
-        return sig.detach().reshape(-1).cpu().numpy().astype(np.float64)
+        for it in range(self.n_iter):
+            rows = converging.active
+            if not len(rows):
+                break
+            z = optimisation_draws(bank, it, n_draws, offset, device)
+            moving = sig[rows].requires_grad_(True)
+            with torch.enable_grad():
+                gap = soft_gap(
+                    network, X_t[rows], lambda z: moving * z, z, family, clip
+                )
+                radius = moving.reshape(-1) * gap
+                (grad,) = torch.autograd.grad(radius.sum(), moving)
+            with torch.no_grad():
+                sig[rows] = (moving + self.lr * grad).clamp_(min=self.min_sigma)
+            converging.record(it, radius)
+        return sig.reshape(-1).cpu().numpy().astype(np.float64)
 
     def optimisation_rows(self):
         """Optimisation-bank rows one call of :meth:`optimise` uses."""

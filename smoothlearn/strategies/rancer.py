@@ -12,6 +12,8 @@ from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
+    STOP_TOL,
+    Convergence,
     optimisation_draws,
     resolve_clip,
     soft_gap,
@@ -56,6 +58,12 @@ class RANCER(StartsFromIsotropic):
         of certification's, and the memory covers it. 0 keeps the optimised
         smoothing always: the paper's method.
         Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
+    tol : float or None, default=1e-3
+        An input stops when its objective has stopped improving (its mean over
+        each window of 10 steps no longer beats the best earlier window mean
+        by more than ``tol``, relative, and twice its standard error, two
+        windows in a row: :class:`._soft.Convergence`); ``n_iter`` bounds its
+        steps. None runs every input ``n_iter`` steps: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -111,6 +119,7 @@ class RANCER(StartsFromIsotropic):
         clip=0.001,
         isotropic=None,
         compare_draws=COMPARE_DRAWS,
+        tol=STOP_TOL,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
@@ -123,6 +132,7 @@ class RANCER(StartsFromIsotropic):
         self.clip = clip
         self.isotropic = isotropic
         self.compare_draws = compare_draws
+        self.tol = tol
         self.n_samples = n_samples
 
     def optimise(
@@ -144,30 +154,30 @@ class RANCER(StartsFromIsotropic):
         theta = sigma0[:, None].repeat(1, k + 1).requires_grad_(True)
         optimiser = torch.optim.Adam([theta], lr=self.lr)
         clip = resolve_clip(self.clip, p_max)
+        converging = Convergence(m, self.tol, X_t.device)
         network.module.eval()
-        with torch.enable_grad():
-            for it in range(self.n_iter):
-                z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
-                s, rest = theta[:, :k], theta[:, k]
-                gap = soft_gap(
-                    network,
-                    X_t,
-                    lambda z: Scale(s, basis, rest).noise(z),
-                    z,
-                    family,
-                    clip,
-                )
+        for it in range(self.n_iter):
+            rows = converging.active
+            if not len(rows):
+                break
+            z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
+            with torch.enable_grad():
+                moving = theta[rows]
+                s, rest = moving[:, :k], moving[:, k]
+                noise = Scale(s, basis[rows], rest).noise
+                gap = soft_gap(network, X_t[rows], noise, z, family, clip)
                 log_volume = torch.log(s).sum(dim=1) + (d - k) * torch.log(rest)
-                smallest = s.min(dim=1).values if k == d else theta.min(dim=1).values
+                smallest = s.min(dim=1).values if k == d else moving.min(dim=1).values
                 objective = volume_objective(gap, log_volume / d, smallest, self.kappa)
                 optimiser.zero_grad()
                 (-objective.sum()).backward()
-                optimiser.step()
-                with torch.no_grad():
-                    # clip the optimised tensor itself: rebinding a clamped copy
-                    # would leave Adam stepping on the unclipped one
-                    torch.maximum(theta, low, out=theta)
-                    torch.minimum(theta, high, out=theta)
+            optimiser.step()
+            with torch.no_grad():
+                # clip the optimised tensor itself: rebinding a clamped copy
+                # would leave Adam stepping on the unclipped one
+                torch.maximum(theta, low, out=theta)
+                torch.minimum(theta, high, out=theta)
+            converging.freeze(optimiser, theta, converging.record(it, objective))
         theta = theta.detach().double().cpu().numpy()
         return theta[:, :k], theta[:, k]
 

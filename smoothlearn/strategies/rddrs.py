@@ -12,6 +12,8 @@ from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
+    STOP_TOL,
+    Convergence,
     optimisation_draws,
     resolve_clip,
     soft_gap,
@@ -106,6 +108,12 @@ class RDDRS(StartsFromIsotropic):
         of certification's, and the memory covers it. 0 keeps the optimised
         smoothing always: the paper's method.
         Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
+    tol : float or None, default=1e-3
+        An input stops when its objective has stopped improving (its mean over
+        each window of 10 steps no longer beats the best earlier window mean
+        by more than ``tol``, relative, and twice its standard error, two
+        windows in a row: :class:`._soft.Convergence`); ``n_iter`` bounds its
+        steps. None runs every input ``n_iter`` steps: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -156,6 +164,7 @@ class RDDRS(StartsFromIsotropic):
         clip=0.001,
         isotropic=None,
         compare_draws=COMPARE_DRAWS,
+        tol=STOP_TOL,
         n_samples=DEPRECATED,
     ):
         self.lr = lr
@@ -167,6 +176,7 @@ class RDDRS(StartsFromIsotropic):
         self.clip = clip
         self.isotropic = isotropic
         self.compare_draws = compare_draws
+        self.tol = tol
         self.n_samples = n_samples
 
     def optimise(
@@ -194,22 +204,28 @@ class RDDRS(StartsFromIsotropic):
             else floor * (1 + self.gamma2)
         )
         values = floor[:, None].expand(m, k).clone()
-        vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).expand(m, k, k)
+        vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).repeat(m, 1, 1)
         rest = floor.clone()
         clip = resolve_clip(self.clip, p_max)
+        converging = Convergence(m, self.tol, X_t.device)
         network.module.eval()
         for it in range(self.n_iter):
+            rows = converging.active
+            if not len(rows):
+                break
             z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
-            A = (vectors * values[:, None]) @ vectors.transpose(1, 2)
+            sub = None if basis is None else basis[rows]
+            v_rows, U_rows, r_rows = values[rows], vectors[rows], rest[rows]
+            A = (U_rows * v_rows[:, None]) @ U_rows.transpose(1, 2)
             A_var = A.float().requires_grad_(True)
-            values_var = values.clone().requires_grad_(True)
-            r_var = rest.float().requires_grad_(True)
+            values_var = v_rows.clone().requires_grad_(True)
+            r_var = r_rows.float().requires_grad_(True)
             with torch.enable_grad():
                 A_sym = (A_var + A_var.transpose(1, 2)) / 2
                 gap = soft_gap(
                     network,
-                    X_t,
-                    lambda z: subspace_noise(z, basis, A_sym, r_var),
+                    X_t[rows],
+                    lambda z: subspace_noise(z, sub, A_sym, r_var),
                     z,
                     family,
                     clip,
@@ -228,20 +244,24 @@ class RDDRS(StartsFromIsotropic):
                 if g_rest is None:  # a full C: no complement
                     g_rest = torch.zeros_like(r_var)
             with torch.no_grad():
-                G = G.double() + (vectors * g_values[:, None]) @ vectors.transpose(1, 2)
+                G = G.double() + (U_rows * g_values[:, None]) @ U_rows.transpose(1, 2)
                 G = (G + G.transpose(1, 2)) / 2
-                root = (vectors * values.sqrt()[:, None]) @ vectors.transpose(1, 2)
+                root = (U_rows * v_rows.sqrt()[:, None]) @ U_rows.transpose(1, 2)
                 M = root @ G @ root  # C^1/2 G C^1/2; ||C G C||_C = ||M||_F
-                g_rest = g_rest.double() * rest  # r g: its norm on the positive reals
+                g_rest = g_rest.double() * r_rows  # r g: its norm on the positive reals
                 norm = torch.sqrt((M**2).sum(dim=(1, 2)) + (k < d) * g_rest**2)
                 step = self.lr / torch.clamp(norm, min=1e-12)
                 A = root @ _sym_function(step[:, None, None] * M, torch.exp) @ root
-                rest = rest * torch.exp(step * g_rest)
+                r_rows = r_rows * torch.exp(step * g_rest)
                 # eigenvalues in [sigma*, (1 + gamma2) sigma*]: the paper's
                 # floor and RANCER's ceiling
-                values, vectors = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
-                values = torch.clamp(values, floor[:, None], ceiling[:, None])
-                rest = torch.clamp(rest, floor, ceiling)
+                v_rows, U_rows = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
+                values[rows] = torch.clamp(
+                    v_rows, floor[rows, None], ceiling[rows, None]
+                )
+                vectors[rows] = U_rows
+                rest[rows] = torch.clamp(r_rows, floor[rows], ceiling[rows])
+            converging.record(it, objective)
         return values, vectors, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):

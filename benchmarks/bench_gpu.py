@@ -1,0 +1,150 @@
+"""Certifying a ResNet-20 on CIFAR-shaped inputs on a GPU: smoothlearn against ART.
+
+The published anchor: Cohen et al.'s logs show ResNet-20 on CIFAR-10 at
+3.1 s per image (n = 100,000) on their GPU. This certifies the same
+architecture (He et al.'s CIFAR ResNet-20: 3 stages of 3 basic blocks, 16/32/64
+channels, 0.27M parameters; weights as initialised, which changes nothing in
+the time) on random 3x32x32 inputs with n0 = 100 and n draws per image:
+
+* smoothlearn: ``SmoothedClassifier(module, max_epochs=0, device=...)``, its
+  ``certify`` (noise banks drawn on the device, counts kept there, the first
+  convolution's response reused on a GPU);
+* ART (``adversarial-robustness-toolbox``, the ``bench`` extra): IBM ART 1.20's
+  ``PyTorchRandomizedSmoothing.certify`` on the same module and device.
+
+Prints seconds per image for each and ART's time over smoothlearn's.
+
+    python benchmarks/bench_gpu.py                    # a GPU: n = 100,000
+    python benchmarks/bench_gpu.py --device cpu --n 2000 --inputs 2
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from smoothlearn import SmoothedClassifier
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, in_planes, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or in_planes != planes:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_planes, planes, 1, stride, bias=False),
+                nn.BatchNorm2d(planes),
+            )
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet20(nn.Module):
+    """He et al.'s CIFAR ResNet-20, written as users write it."""
+
+    def __init__(self, n_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers, planes = [], 16
+        for width, stride in ((16, 1), (32, 2), (64, 2)):
+            for block in range(3):
+                layers.append(BasicBlock(planes, width, stride if block == 0 else 1))
+                planes = width
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, n_classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layers(out)
+        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
+        return self.fc(out)
+
+
+def art_certify(module, args):
+    try:
+        from art.estimators.certification.randomized_smoothing import (
+            PyTorchRandomizedSmoothing,
+        )
+    except ImportError:
+        return None
+    art = PyTorchRandomizedSmoothing(
+        model=module,
+        loss=nn.CrossEntropyLoss(),
+        input_shape=(3, 32, 32),
+        nb_classes=10,
+        device_type="gpu" if args.device.startswith("cuda") else "cpu",
+        sample_size=args.n0,
+        scale=args.sigma,
+        alpha=0.001,
+    )
+    return lambda X: art.certify(X, n=args.n, batch_size=args.batch_size)
+
+
+def synchronised(fn, device):
+    def run(*a):
+        out = fn(*a)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return out
+
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--device", default=default_device)
+    parser.add_argument("--n", type=int, default=None, help="100,000 on a GPU")
+    parser.add_argument("--n0", type=int, default=100)
+    parser.add_argument("--inputs", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--sigma", type=float, default=0.25)
+    args = parser.parse_args()
+    if args.n is None:
+        args.n = 100_000 if args.device.startswith("cuda") else 2000
+    torch.manual_seed(0)
+    module = ResNet20().to(args.device).eval()
+    rng = np.random.RandomState(0)
+    X = rng.rand(args.inputs, 3, 32, 32).astype(np.float32)
+    clf = SmoothedClassifier(
+        module,
+        max_epochs=0,
+        device=args.device,
+        sigma=args.sigma,
+        n0=args.n0,
+        n=args.n,
+        batch_size=args.batch_size,
+        random_state=0,
+    ).fit(rng.rand(10, 3, 32, 32).astype(np.float32), np.arange(10))  # ten classes
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    print(
+        f"ResNet-20, {args.inputs} inputs of 3x32x32, n0={args.n0}, n={args.n}, "
+        f"batch {args.batch_size}, on {name}"
+    )
+    runs = {"smoothlearn": synchronised(clf.certify, args.device)}
+    art = art_certify(module, args)
+    if art is not None:
+        runs["ART"] = synchronised(art, args.device)
+    runs["smoothlearn"](X[:1])  # warm up (cuDNN autotuning, the first-layer split)
+    seconds = {}
+    for label, run in runs.items():
+        start = time.perf_counter()
+        run(X)
+        seconds[label] = (time.perf_counter() - start) / len(X)
+        print(f"{label:<12} {seconds[label]:8.3f} s per image", flush=True)
+    if "ART" in seconds:
+        print(f"ART / smoothlearn {seconds['ART'] / seconds['smoothlearn']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
