@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import torch
+from bench_user_modules import art_certify
 from torch import nn
 from torch.nn import functional as F
 
@@ -70,26 +71,6 @@ class ResNet20(nn.Module):
         return self.fc(out)
 
 
-def art_certify(module, args):
-    try:
-        from art.estimators.certification.randomized_smoothing import (
-            PyTorchRandomizedSmoothing,
-        )
-    except ImportError:
-        return None
-    art = PyTorchRandomizedSmoothing(
-        model=module,
-        loss=nn.CrossEntropyLoss(),
-        input_shape=(3, 32, 32),
-        nb_classes=10,
-        device_type="gpu" if args.device.startswith("cuda") else "cpu",
-        sample_size=args.n0,
-        scale=args.sigma,
-        alpha=0.001,
-    )
-    return lambda X: art.certify(X, n=args.n, batch_size=args.batch_size)
-
-
 def synchronised(fn, device):
     def run(*a):
         out = fn(*a)
@@ -132,7 +113,15 @@ def main():
         f"batch {args.batch_size}, on {name}"
     )
     runs = {"smoothlearn": synchronised(clf.certify, args.device)}
-    art = art_certify(module, args)
+    art = art_certify(
+        module,
+        (3, 32, 32),
+        args.sigma,
+        args.n0,
+        args.n,
+        args.batch_size,
+        device=args.device,
+    )
     if art is not None:
         runs["ART"] = synchronised(art, args.device)
     runs["smoothlearn"](X[:1])  # warm up (cuDNN autotuning, the first-layer split)

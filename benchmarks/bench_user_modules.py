@@ -127,7 +127,9 @@ class UserCNN(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
-def art_certify(module, input_shape, sigma, n0, n, batch_size):
+def art_certify(module, input_shape, sigma, n0, n, batch_size, device="cpu"):
+    """ART's certify of ``module`` as a function of flat inputs, or None
+    where ART is not installed."""
     try:
         from art.estimators.certification.randomized_smoothing import (
             PyTorchRandomizedSmoothing,
@@ -139,7 +141,7 @@ def art_certify(module, input_shape, sigma, n0, n, batch_size):
         loss=nn.CrossEntropyLoss(),
         input_shape=input_shape,
         nb_classes=10,
-        device_type="cpu",
+        device_type="gpu" if str(device).startswith("cuda") else "cpu",
         sample_size=n0,
         scale=sigma,
         alpha=0.001,

@@ -125,11 +125,21 @@ class Scale:
 
     @classmethod
     def pick(cls, candidates, chosen):
-        """Row ``i`` of ``candidates[chosen[i]]``, for Scales of one form."""
-        rows = np.arange(len(chosen))
+        """Row ``i`` of ``candidates[chosen[i]]``, for Scales of one form.
+
+        An array the candidates share (one basis under several scales) is
+        taken as it is; others are copied row by row, never stacked.
+        """
+        chosen = np.asarray(chosen)
 
         def picked(arrays):
-            return np.stack([np.asarray(a) for a in arrays])[chosen, rows]
+            if all(a is arrays[0] for a in arrays):
+                return arrays[0]
+            out = np.array(arrays[0], copy=True)
+            for c, array in enumerate(arrays[1:], start=1):
+                rows = chosen == c
+                out[rows] = np.asarray(array)[rows]
+            return out
 
         first = candidates[0]
         arrays = {

@@ -285,12 +285,16 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
     chosen = np.zeros(m, dtype=np.intp)
     undecided, done = np.arange(m), 0
     for look in comparison_looks(n_draws):
-        for c, candidate in enumerate(candidates):
+        # the undecided rows of each candidate (no copy while they are all)
+        scales = candidates
+        if len(undecided) < m:
+            scales = [candidate[undecided] for candidate in candidates]
+        for c, scale in enumerate(scales):
             # counted as the engine runs it: float32, at x + offset
             counts[c][undecided] += count_classes(
                 network,
                 X[undecided],
-                candidate[undecided],
+                scale,
                 rows,
                 look - done,
                 batch_size=max(1000, n_draws),
@@ -299,7 +303,6 @@ def better_of(network, X, candidates, score, *, family, bank, offset, n_draws, p
         done = look
         top = np.stack([k[undecided].max(axis=1) for k in counts])  # (c, u)
         jeffreys = (top + 0.5) / (look + 1.0)  # never 0 or 1, unlike the share
-        scales = [candidate[undecided] for candidate in candidates]
         if look == n_draws:
             spread = np.sqrt(jeffreys * (1.0 - jeffreys))
             scores = [
