@@ -44,7 +44,7 @@ class IsotropicDD(BaseStrategy):
     tol : float or None, default=1e-3
         An input stops when its objective has stopped improving: its mean over
         each window of 10 steps no longer beats the best earlier window mean
-        by more than ``tol`` (relative) and twice the standard error of the
+        by more than ``tol`` (relative) and one standard error of the
         difference, two windows in a row (:class:`._soft.Convergence`). None
         runs every input ``n_iter`` steps: the paper's method.
     n_draws : int, default=100

@@ -61,9 +61,10 @@ class RANCER(StartsFromIsotropic):
     tol : float or None, default=1e-3
         An input stops when its objective has stopped improving (its mean over
         each window of 10 steps no longer beats the best earlier window mean
-        by more than ``tol``, relative, and twice its standard error, two
-        windows in a row: :class:`._soft.Convergence`); ``n_iter`` bounds its
-        steps. None runs every input ``n_iter`` steps: the paper's method.
+        by more than ``tol``, relative, and one standard error of the
+        difference, two windows in a row: :class:`._soft.Convergence`);
+        ``n_iter`` bounds its steps. None runs every input ``n_iter`` steps:
+        the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
