@@ -364,7 +364,7 @@ def test_rddrs_retraction_is_spd_and_close_to_the_exponential(d, norm, seed, sla
     M = torch.as_tensor((A + A.T) / 2)
     M = M * norm / torch.linalg.matrix_norm(M, 2).clamp_min(1e-300)
     values, vectors = torch.linalg.eigh(M)
-    T = _spd_exp(M[None], torch.tensor([norm * slack]))[0]
+    T = _spd_exp(M[None], norm * slack)[0]
     assert torch.allclose(T, T.T, atol=1e-12 * T.abs().max())
     # the exponential's eigenvectors carry T's eigenvalues
     exact = vectors.T @ T @ vectors

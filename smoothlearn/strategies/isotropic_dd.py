@@ -42,11 +42,9 @@ class IsotropicDD(BaseStrategy):
     n_iter : int, default=300
         The most ascent steps an input takes.
     tol : float or None, default=1e-3
-        An input stops when its objective has stopped improving: its mean over
-        each window of 10 steps no longer beats the best earlier window mean
-        by more than ``tol`` (relative) and one standard error of the
-        difference, two windows in a row (:class:`._soft.Convergence`). None
-        runs every input ``n_iter`` steps: the paper's method.
+        Relative improvement below which an input's optimisation stops (the
+        rule: :class:`._soft.Convergence`). None runs every input ``n_iter``
+        steps: the paper's method.
     n_draws : int, default=100
         Noise draws per input and step.
     compare_draws : int, default=4000

@@ -59,12 +59,9 @@ class RANCER(StartsFromIsotropic):
         smoothing always: the paper's method.
         Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
     tol : float or None, default=1e-3
-        An input stops when its objective has stopped improving (its mean over
-        each window of 10 steps no longer beats the best earlier window mean
-        by more than ``tol``, relative, and one standard error of the
-        difference, two windows in a row: :class:`._soft.Convergence`);
-        ``n_iter`` bounds its steps. None runs every input ``n_iter`` steps:
-        the paper's method.
+        Relative improvement below which an input's optimisation stops (the
+        rule: :class:`._soft.Convergence`); ``n_iter`` bounds its steps. None
+        runs every input ``n_iter`` steps: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -173,7 +170,9 @@ class RANCER(StartsFromIsotropic):
             with torch.enable_grad():
                 moving = theta[rows]
                 s, rest = moving[:, :k], moving[:, k]
-                noise = Scale(s, basis[rows], rest).noise
+                # a dense basis is d^2 per input: no copy while every row moves
+                moving_basis = basis if len(rows) == m else basis[rows]
+                noise = Scale(s, moving_basis, rest).noise
                 gap = soft_gap(network, X_t[rows], noise, z, family, clip)
                 log_volume = torch.log(s).sum(dim=1) + (d - k) * torch.log(rest)
                 smallest = s.min(dim=1).values if k == d else moving.min(dim=1).values

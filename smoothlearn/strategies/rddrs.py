@@ -26,7 +26,7 @@ __all__ = ["RDDRS"]
 
 def _spd_exp(M, bound):
     """``expm(M)`` for symmetric ``M`` (batched) by scaling and squaring a
-    second-order Taylor step, given ``bound >= ||M||_2`` per matrix.
+    second-order Taylor step, given ``bound >= ||M||_2`` of every matrix.
 
     With ``M / 2^s`` of norm at most 1/4, ``T = I + M / 2^s + (M / 2^s)^2 / 2``
     is positive definite and increasing in each eigenvalue (``1 + x + x^2/2``
@@ -39,8 +39,7 @@ def _spd_exp(M, bound):
     relative accuracy (1e-9 at a norm of 8); the eigenvalue band projected
     after each step absorbs it.
     """
-    largest = max(float(bound.max()), 1e-300)
-    squarings = max(0, math.ceil(math.log2(4.0 * largest)))
+    squarings = max(0, math.ceil(math.log2(4.0 * max(bound, 1e-300))))
     M = M / 2.0**squarings
     T = torch.eye(M.shape[-1], dtype=M.dtype, device=M.device) + M + M @ M / 2
     for _ in range(squarings):
@@ -133,12 +132,9 @@ class RDDRS(StartsFromIsotropic):
         smoothing always: the paper's method.
         Why 4,000: ``COMPARE_DRAWS`` in ``strategies/_soft.py``.
     tol : float or None, default=1e-3
-        An input stops when its objective has stopped improving (its mean over
-        each window of 10 steps no longer beats the best earlier window mean
-        by more than ``tol``, relative, and one standard error of the
-        difference, two windows in a row: :class:`._soft.Convergence`);
-        ``n_iter`` bounds its steps. None runs every input ``n_iter`` steps:
-        the paper's method.
+        Relative improvement below which an input's optimisation stops (the
+        rule: :class:`._soft.Convergence`); ``n_iter`` bounds its steps. None
+        runs every input ``n_iter`` steps: the paper's method.
     n_samples : int
         Deprecated name of ``n_draws`` (scikit-learn's ``n_samples`` counts
         rows of ``X``); removed in 0.3.
@@ -233,7 +229,10 @@ class RDDRS(StartsFromIsotropic):
         vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).repeat(m, 1, 1)
         rest = floor.clone()
         clip = resolve_clip(self.clip, p_max)
-        coordinates = k + (k < d)  # the eigenvalues of A, and r where it is one
+        # the geodesic length of a step, lr sqrt(c) (c: the eigenvalues of A,
+        # and r where it is one): log-eigenvalues move by lr in root mean
+        # square, whatever the dimension
+        length = self.lr * (k + (k < d)) ** 0.5
         converging = Convergence(m, self.tol, X_t.device)
         network.module.eval()
         for it in range(self.n_iter):
@@ -241,7 +240,7 @@ class RDDRS(StartsFromIsotropic):
             if not len(rows):
                 break
             z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
-            sub = None if basis is None else basis[rows]
+            sub = basis if basis is None or len(rows) == m else basis[rows]
             v_rows, U_rows, r_rows = values[rows], vectors[rows], rest[rows]
             A = (U_rows * v_rows[:, None]) @ U_rows.transpose(1, 2)
             A_var = A.float().requires_grad_(True)
@@ -281,11 +280,9 @@ class RDDRS(StartsFromIsotropic):
                 # without a ceiling, gamma2=None): the row keeps its C
                 lost = ~torch.isfinite(norm)
                 M[lost], g_rest[lost], norm[lost] = 0.0, 0.0, 1.0
-                # a step of geodesic length lr sqrt(k + 1 or k): log-eigenvalues
-                # move by lr in root mean square, whatever the dimension
-                step = self.lr * coordinates**0.5 / torch.clamp(norm, min=1e-12)
-                # ||step M||_2 <= ||step M||_F = step * ||M||_F
-                A = root @ _spd_exp(step[:, None, None] * M, step * norm) @ root
+                step = length / torch.clamp(norm, min=1e-12)
+                # ||step M||_2 <= ||step M||_F <= step * norm <= lr sqrt(c)
+                A = root @ _spd_exp(step[:, None, None] * M, length) @ root
                 r_rows = r_rows * torch.exp(step * g_rest)
                 # eigenvalues in [sigma*, (1 + gamma2) sigma*]: the paper's
                 # floor and RANCER's ceiling
