@@ -12,9 +12,17 @@ the time) on random 3x32x32 inputs with n0 = 100 and n draws per image:
 * ART (``adversarial-robustness-toolbox``, the ``bench`` extra): IBM ART 1.20's
   ``PyTorchRandomizedSmoothing.certify`` on the same module and device.
 
-Prints seconds per image for each and ART's time over smoothlearn's.
+Prints seconds per image for each and ART's time over smoothlearn's. Each
+contender is warmed up on one image first (cuDNN autotuning, the first-layer
+split, ART's own set-up). ``--strategies`` times smoothlearn's optimising
+strategies too (their optimisers, curvature and comparisons on the device),
+each against cohen; ``--trace`` counts, with torch's profiler, the copies from
+the device to the host during one cohen certification (the counting loop keeps
+its counts on the device: a copy per batch would show as about n / batch
+copies per image).
 
     python benchmarks/bench_gpu.py                    # a GPU: n = 100,000
+    python benchmarks/bench_gpu.py --strategies cohen,ancer,rancer --trace
     python benchmarks/bench_gpu.py --device cpu --n 2000 --inputs 2
 """
 
@@ -90,6 +98,10 @@ def main():
     parser.add_argument("--inputs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--sigma", type=float, default=0.25)
+    parser.add_argument(
+        "--strategies", default="cohen", help="comma-separated, e.g. cohen,ancer"
+    )
+    parser.add_argument("--trace", action="store_true")
     args = parser.parse_args()
     if args.n is None:
         args.n = 100_000 if args.device.startswith("cuda") else 2000
@@ -112,7 +124,10 @@ def main():
         f"ResNet-20, {args.inputs} inputs of 3x32x32, n0={args.n0}, n={args.n}, "
         f"batch {args.batch_size}, on {name}"
     )
-    runs = {"smoothlearn": synchronised(clf.certify, args.device)}
+    runs = {}
+    for strategy in args.strategies.split(","):
+        label = "smoothlearn" if strategy == "cohen" else f"smoothlearn {strategy}"
+        runs[label] = synchronised(_certifier(clf, strategy), args.device)
     art = art_certify(
         module,
         (3, 32, 32),
@@ -124,15 +139,52 @@ def main():
     )
     if art is not None:
         runs["ART"] = synchronised(art, args.device)
-    runs["smoothlearn"](X[:1])  # warm up (cuDNN autotuning, the first-layer split)
     seconds = {}
     for label, run in runs.items():
+        run(X[:1])  # warm up
         start = time.perf_counter()
         run(X)
         seconds[label] = (time.perf_counter() - start) / len(X)
-        print(f"{label:<12} {seconds[label]:8.3f} s per image", flush=True)
-    if "ART" in seconds:
-        print(f"ART / smoothlearn {seconds['ART'] / seconds['smoothlearn']:.2f}x")
+        print(f"{label:<22} {seconds[label]:8.3f} s per image", flush=True)
+    base = seconds.get("smoothlearn")
+    if base is not None:
+        for label, s in seconds.items():
+            if label != "smoothlearn":
+                print(f"{label} / smoothlearn (cohen) {s / base:.2f}x")
+    if args.trace:
+        print(device_to_host_copies(_certifier(clf, "cohen"), X, args))
+
+
+def _certifier(clf, strategy):
+    # each strategy certifies the same fitted network (set_params of the
+    # strategy keeps the fit)
+    def certify(X):
+        return clf.set_params(strategy=strategy).certify(X)
+
+    return certify
+
+
+def device_to_host_copies(certify, X, args):
+    """One line: the device-to-host copies of one certification, per image."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if args.device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        certify(X)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+    copies = sum(e.count for e in prof.key_averages() if "Memcpy DtoH" in e.key)
+    syncs = sum(
+        e.count for e in prof.key_averages() if e.key == "aten::_local_scalar_dense"
+    )
+    batches = -(-args.n // args.batch_size)
+    return (
+        f"cohen, one certification of {len(X)} images: {copies / len(X):.1f} "
+        f"device-to-host copies and {syncs / len(X):.1f} scalar reads per image "
+        f"({batches} counting batches per image)"
+    )
 
 
 if __name__ == "__main__":

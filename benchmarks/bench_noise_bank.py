@@ -9,9 +9,12 @@ interleaved with ``torch.randn`` and with the construction the banks used
 before (53-bit float64 uniforms through the float64 quantile, rounded to
 float32); best and median of the rounds.
 
-Target: every family <= 1.2x float32 randn.
+Target: every family <= 1.2x float32 randn. ``--device cuda`` times the
+banks as a GPU certification draws them (on that device, from its generator),
+against ``torch.randn`` there; each run waits for the device.
 
     python benchmarks/bench_noise_bank.py [--features 784] [--repeats 41]
+    python benchmarks/bench_noise_bank.py --device cuda
 """
 
 import argparse
@@ -28,20 +31,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--features", type=int, default=784)
     parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    d, n = args.features, CHUNK_ROWS * args.features
-    gen = torch.Generator().manual_seed(0)
+    d, n, device = args.features, CHUNK_ROWS * args.features, torch.device(args.device)
+    gen = torch.Generator(device=device).manual_seed(0)
     chunks = itertools.count(1)
-    runs = {"float32 randn": lambda: torch.randn(n, generator=gen)}
+
+    def waited(fn):
+        # device work is asynchronous: a run ends when the device is done
+        if device.type != "cuda":
+            return fn
+        return lambda: (fn(), torch.cuda.synchronize())
+
+    runs = {"float32 randn": lambda: torch.randn(n, generator=gen, device=device)}
     for name in sorted(NOISES):
-        bank = NoiseBank(0, 1, get_noise(name), d)
+        bank = NoiseBank(0, 1, get_noise(name), d, device=device)
         runs[name] = lambda bank=bank: bank.chunk(next(chunks))
     gaussian = get_noise("gaussian")
     runs["gaussian, float64 quantile (before)"] = lambda: gaussian.sample(
-        (CHUNK_ROWS, d), generator=gen, dtype=torch.float64
+        (CHUNK_ROWS, d), generator=gen, dtype=torch.float64, device=device
     ).float()
+    runs = {label: waited(fn) for label, fn in runs.items()}
+    for fn in runs.values():  # warm up (kernel loading, the banks' buffers)
+        fn()
+    on = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"one chunk of {CHUNK_ROWS} x {d} draws, torch threads "
+        f"one chunk of {CHUNK_ROWS} x {d} draws on {on}, torch threads "
         f"{torch.get_num_threads()}, {args.repeats} interleaved rounds"
     )
     for label, timing in (("best", best_of), ("median", median_of)):

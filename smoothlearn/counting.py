@@ -132,10 +132,16 @@ def _isotropic(scale):
 
 
 def _add_votes(counts, i0, i1, pred, w, K):
-    """Add the predictions of inputs ``i0:i1`` (``w`` draws each, input-major)."""
-    if i1 - i0 == 1:
-        counts[i0] += torch.bincount(pred, minlength=K)
-    else:
-        rows = torch.arange(i1 - i0, device=pred.device).repeat_interleave(w)
-        block = torch.bincount(rows * K + pred, minlength=(i1 - i0) * K)
-        counts[i0:i1] += block.view(i1 - i0, K)
+    """Add the predictions of inputs ``i0:i1`` (``w`` draws each, input-major).
+
+    ``index_add_`` rather than ``bincount``: on a GPU, ``bincount`` reads its
+    input's range back to the host to size its output, a round-trip per
+    forward batch; ``index_add_`` writes into the counts' fixed shape and
+    stays on the device (on a CPU both cost the same).
+    """
+    index = pred
+    if i1 - i0 > 1:
+        index = pred + K * torch.arange(i1 - i0, device=pred.device).repeat_interleave(
+            w
+        )
+    counts[i0:i1].view(-1).index_add_(0, index, torch.ones_like(pred))

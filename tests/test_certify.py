@@ -101,12 +101,15 @@ def test_counts_do_not_depend_on_batch_size_order_or_neighbours(batch_size):
     assert (reference.sum(axis=1) == 3000).all()
 
 
-def test_counts_match_a_plain_loop_over_the_bank():
+# batch 4096 carries two inputs' 1500 draws per forward pass (their votes are
+# added by one scatter over both rows of the counts)
+@pytest.mark.parametrize("batch_size", [256, 4096])
+def test_counts_match_a_plain_loop_over_the_bank(batch_size):
     network = _toy_network()
     X = np.random.RandomState(1).randn(3, 4).astype(np.float32)
     scale = np.random.RandomState(2).uniform(0.2, 1.0, size=(3, 4))
     bank = NoiseBank(5, ESTIMATION, get_noise("laplace"), 4)
-    counts = count_classes(network, X, Scale(scale), bank, 1500, batch_size=256)
+    counts = count_classes(network, X, Scale(scale), bank, 1500, batch_size=batch_size)
     z = bank.rows(0, 1500)
     for i in range(3):
         noisy = (
@@ -115,6 +118,34 @@ def test_counts_match_a_plain_loop_over_the_bank():
         with torch.no_grad():
             pred = network.logits(noisy).argmax(1)
         np.testing.assert_array_equal(counts[i], np.bincount(pred.numpy(), minlength=3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_counting_loop_never_waits_for_the_device():
+    """On a GPU the loop's forward passes, votes and bank chunks are queued
+    without a host round-trip: the synchronising calls of a count (moving the
+    inputs there, the counts back) do not grow with its forward batches."""
+    import warnings
+
+    module = _toy_network().module.cuda()
+    network = FlatInputNetwork(module, (4,), 3)
+    X = np.random.RandomState(1).randn(3, 4).astype(np.float32)
+    bank = NoiseBank(5, ESTIMATION, get_noise("gaussian"), 4, device="cuda")
+
+    def synchronising_calls(n_draws):
+        count_classes(network, X, Scale(np.full(3, 0.5)), bank, 64, batch_size=64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                count_classes(
+                    network, X, Scale(np.full(3, 0.5)), bank, n_draws, batch_size=64
+                )
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        return sum("called a synchronizing CUDA" in str(w.message) for w in caught)
+
+    assert synchronising_calls(64 * 40) == synchronising_calls(64)
 
 
 # ------------------------------------------------- the smoothing that was run
