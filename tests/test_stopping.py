@@ -4,6 +4,8 @@ its winner is clear."""
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smoothlearn.banks import OPTIMISATION, NoiseBank
 from smoothlearn.network import FlatInputNetwork
@@ -233,3 +235,33 @@ def test_the_sequential_comparison_chooses_as_the_full_one(monkeypatch):
         agreements.append(np.mean(sequential == full))
     assert np.mean(agreements) >= 0.97
     assert np.mean(savings) > 0.2, savings  # clear winners stopped early (31-33%)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+)
+def test_tied_minima_share_their_gradient_and_an_ulp_does_not_move_it(m, k, seed):
+    """Reference: entries of a row either tie with its minimum up to a few
+    ulps, or lie at least 1e-3 of it above; the gradient is 1/ties on the
+    ties and 0 elsewhere, whatever the ulps, and the value is the minimum."""
+    from smoothlearn.strategies._soft import tied_min
+
+    rng = np.random.RandomState(seed)
+    low = rng.uniform(0.1, 2.0, size=(m, 1))
+    tied = rng.rand(m, k) < 0.5
+    tied[np.arange(m), rng.randint(0, k, size=m)] = True  # one at least
+    values = np.where(tied, low, low * (1 + rng.uniform(1e-3, 1.0, size=(m, k))))
+    for dtype in (torch.float32, torch.float64):
+        eps = torch.finfo(dtype).eps
+        for jitter in (0.0, 4.0):  # exact ties, then a few ulps apart
+            v = torch.as_tensor(values, dtype=dtype)
+            v = v * (1 + jitter * eps * torch.as_tensor(rng.uniform(-1, 1, (m, k))))
+            v = v.to(dtype).requires_grad_(True)
+            out = tied_min(v)
+            out.sum().backward()
+            expected = tied / tied.sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(v.grad.numpy(), expected, rtol=1e-6)
+            np.testing.assert_allclose(out.detach().numpy(), low[:, 0], rtol=10 * eps)

@@ -30,6 +30,7 @@ __all__ = [
     "optimisation_draws",
     "resolve_clip",
     "soft_gap",
+    "tied_min",
     "volume_objective",
 ]
 
@@ -168,6 +169,42 @@ def soft_gap(network, X_t, perturb, z, family, clip):
     probs = network.probabilities(noisy.reshape(-1, d)).reshape(m, len(z), -1)
     top2 = probs.mean(dim=1).topk(2, dim=1).values.clamp(clip, 1.0 - clip)
     return family.soft_gap(top2[:, 0], top2[:, 1])
+
+
+#: Scales within this relative distance of a row's smallest are tied with it
+#: (:func:`tied_min`): far above float32 rounding (6e-8), far below any
+#: difference an optimiser step makes (its steps are lr, 1e-3 and up).
+TIE_RTOL = 1e-5
+
+
+def tied_min(values):
+    """Each row's smallest value, its gradient shared equally by its ties.
+
+    ``min`` passes its gradient to one entry, chosen by which is smallest;
+    the objectives' ``kappa * min(S) * gap`` term then pushes that one scale
+    alone. Starts are ties (an isotropic start repeats one sigma; Adam's
+    first steps, about ``lr * sign(gradient)``, keep many scales equal), and
+    among ties float rounding picks the entry: a row batched with others and
+    the same row alone differ by an ulp, so the push went to different scales
+    and RANCER's answer for one input moved by 7% with its neighbours in the
+    call. Here every entry within :data:`TIE_RTOL` of the minimum shares the
+    gradient (a subgradient of min, and for exact ties what ``torch.amin``
+    does), so an ulp cannot move it; the value is their mean, above the
+    minimum by at most ``TIE_RTOL`` of it.
+
+    Parameters
+    ----------
+    values : torch.Tensor of shape (m, k), positive
+
+    Returns
+    -------
+    torch.Tensor of shape (m,)
+    """
+    with torch.no_grad():
+        low = values.min(dim=1, keepdim=True).values
+        tied = (values <= low * (1.0 + TIE_RTOL)).to(values.dtype)
+        weights = tied / tied.sum(dim=1, keepdim=True)
+    return (values * weights).sum(dim=1)
 
 
 def volume_objective(gap, mean_log_scale, smallest_scale, kappa):

@@ -17,6 +17,7 @@ from ._soft import (
     optimisation_draws,
     resolve_clip,
     soft_gap,
+    tied_min,
     volume_objective,
 )
 
@@ -136,7 +137,7 @@ class ANCER(StartsFromIsotropic):
                 )
                 flat = moving.reshape(len(rows), d)
                 objective = volume_objective(
-                    gap, torch.log(flat).mean(dim=1), flat.min(dim=1).values, self.kappa
+                    gap, torch.log(flat).mean(dim=1), tied_min(flat), self.kappa
                 )
                 optimiser.zero_grad()
                 (-objective.sum()).backward()

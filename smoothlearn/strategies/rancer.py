@@ -17,6 +17,7 @@ from ._soft import (
     optimisation_draws,
     resolve_clip,
     soft_gap,
+    tied_min,
     volume_objective,
 )
 
@@ -175,7 +176,7 @@ class RANCER(StartsFromIsotropic):
                 noise = Scale(s, moving_basis, rest).noise
                 gap = soft_gap(network, X_t[rows], noise, z, family, clip)
                 log_volume = torch.log(s).sum(dim=1) + (d - k) * torch.log(rest)
-                smallest = s.min(dim=1).values if k == d else moving.min(dim=1).values
+                smallest = tied_min(s if k == d else moving)
                 objective = volume_objective(gap, log_volume / d, smallest, self.kappa)
                 optimiser.zero_grad()
                 (-objective.sum()).backward()

@@ -18,6 +18,7 @@ from ._soft import (
     optimisation_draws,
     resolve_clip,
     soft_gap,
+    tied_min,
     volume_objective,
 )
 
@@ -257,10 +258,13 @@ class RDDRS(StartsFromIsotropic):
                     clip,
                 )
                 log_volume = torch.log(values_var).sum(dim=1)
-                smallest = values_var[:, 0]
+                # eigenvalues at the floor are ties: the push of the min term
+                # goes to their whole eigenspace, not to one vector of it
+                scales = values_var
                 if k < d:
                     log_volume = log_volume + (d - k) * torch.log(r_var)
-                    smallest = torch.minimum(smallest, r_var)
+                    scales = torch.cat([values_var, r_var[:, None].double()], dim=1)
+                smallest = tied_min(scales)
                 objective = volume_objective(
                     gap.double(), log_volume / d, smallest, self.kappa
                 )
