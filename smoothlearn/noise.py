@@ -35,9 +35,10 @@ enough bits that every tail is exact far past 8 standard deviations, in
 float32 where float32 is exact enough and float64 where it is not:
 
 * gaussian: Box-Muller, ``r = sqrt(-2 log u1)``, ``(r cos 2 pi u2, r sin 2 pi
-  u2)``, with ``u1`` of 63 bits and ``log u1`` in float64 (exact at both ends:
-  the tails and the smallest radii), ``u2`` of 32 bits; tails exact out to
-  ``|z| = sqrt(128 log 2) = 9.42`` (the radius's mass beyond: 5e-20);
+  u2)``, with ``u1`` of 31 bits, ``log u1`` in float64 (exact at the smallest
+  radii) and, below ``2^-12`` (radii above 4.08), ``u1`` drawn again with 53
+  more bits (:data:`DEEP_TAIL`); ``u2`` of 32 bits: tails exact out to ``|z| =
+  sqrt(130 log 2) = 9.49`` (the radius's mass beyond: 3e-20);
 * laplace: ``-sign log(2 v) / sqrt(2)`` with ``2 v`` of 31 bits in float32
   and, below ``2^-12`` (magnitudes above 5.9), of 53 more bits in float64:
   exact out to ``65 log(2) / sqrt(2) = 31.9`` (mass beyond: 1e-20);
@@ -58,12 +59,13 @@ import numpy as np
 import torch
 from scipy.stats import norm as _std_normal
 
-#: Laplace magnitudes whose uniform ``2 v`` lies below this (above
-#: ``12 log(2) / sqrt(2) = 5.9``) are drawn again with 53 bits, in float64.
-LAPLACE_TAIL = 2.0**-12
+#: A bank's exponential draws ``-log u`` whose 31-bit uniform ``u`` lies below
+#: this (gaussian radii above 4.08, laplace magnitudes above 5.9) are drawn
+#: again with 53 more bits, in float64 (:func:`_exponential_`).
+DEEP_TAIL = 2.0**-12
 
 __all__ = [
-    "LAPLACE_TAIL",
+    "DEEP_TAIL",
     "NoiseFamily",
     "Gaussian",
     "Uniform",
@@ -174,23 +176,25 @@ class Gaussian(NoiseFamily):
         return gaussian_quantile(u)
 
     def bank_sample(self, n_values, bits):
-        """Box-Muller: per pair of values, a 63-bit radius and a 32-bit angle.
+        """Box-Muller: per pair of values, one 64-bit word, split into a 31-bit
+        radius and a 32-bit angle.
 
-        With ``s`` a signed 64-bit word, ``u1 = |s + 1/2| 2^-63`` is uniform on
-        ``(0, 1]``; ``r^2 = -2 log u1`` is taken in float64, exact at both
-        ends (the tails and the smallest radii). The angle ``2 pi t 2^-32`` of
-        a signed 32-bit ``t`` spans ``[-pi, pi)``. The cosines fill the first
+        With ``t`` a signed 32-bit word, ``u1 = |t + 1/2| 2^-31`` is uniform on
+        ``(0, 1)``; ``r^2 = -2 log u1`` is taken in float64 (exact at the
+        smallest radii), with ``u1 <= 2^-12`` refined by 53 more bits
+        (:func:`_exponential_`: exact tails). The angle ``2 pi a 2^-32`` of a
+        signed 32-bit ``a`` spans ``[-pi, pi)``. The cosines fill the first
         half, the sines the second: the two values of a pair are independent
         standard normals.
         """
         half = n_values // 2
-        words = bits.words(half + (half + 1) // 2)
+        words = bits.words(half).view(torch.int32)
         u1 = bits.scratch("gaussian u1", half, torch.float64).copy_(words[:half])
-        u1.add_(0.5).abs_().mul_(2.0**-63).log_().mul_(-2.0)
-        r = bits.scratch("gaussian r", half, torch.float32).copy_(u1).sqrt_()
+        u1.add_(0.5).abs_().mul_(2.0**-31)
+        r = bits.scratch("gaussian r", half, torch.float32)
+        r.copy_(_exponential_(u1, bits, 2.0)).sqrt_()
         angle = bits.scratch("gaussian angle", half, torch.float32)
-        angle.copy_(words[half:].view(torch.int32)[:half])
-        angle.mul_(2.0 * math.pi * 2.0**-32)
+        angle.copy_(words[half:]).mul_(2.0 * math.pi * 2.0**-32)
         z = torch.empty(2 * half, dtype=torch.float32, device=r.device)
         torch.cos(angle, out=z[:half]).mul_(r)
         torch.mul(r, angle.sin_(), out=z[half:])
@@ -269,13 +273,7 @@ class Laplace(NoiseFamily):
         t = bits.words((n_values + 1) // 2).view(torch.int32)[:n_values]
         signed = t.to(torch.float32).add_(0.5)
         two_v = signed.abs().mul_(2.0**-31)
-        tail = torch.nonzero(two_v <= LAPLACE_TAIL).flatten()
-        magnitude = two_v.log_().mul_(-math.sqrt(0.5))
-        if len(tail):
-            u = bits.uniform53(len(tail))
-            deep = (math.log(1.0 / LAPLACE_TAIL) - torch.log(u)) * math.sqrt(0.5)
-            magnitude[tail] = deep.to(torch.float32)
-        return magnitude.copysign_(signed)
+        return _exponential_(two_v, bits, math.sqrt(0.5)).copysign_(signed)
 
     def gap(self, p):
         p = np.asarray(p, dtype=np.float64)
@@ -287,6 +285,32 @@ class Laplace(NoiseFamily):
 
     def torch_gap(self, p):
         return -torch.log(2.0 * (1.0 - p))
+
+
+def _exponential_(u, bits, scale):
+    """``scale * (-log u)`` in place: exponential draws with exact tails.
+
+    ``u`` holds uniforms on ``(0, 1)`` of 31 bits (a bank's signed 32-bit
+    words, ``|t + 1/2| 2^-31``). Those at or below :data:`DEEP_TAIL` (exactly
+    ``2^-12`` of the grid) are drawn again as ``DEEP_TAIL U``, ``U`` of 53 bits
+    from the chunk's bits, and their logarithm taken in float64: uniform on
+    ``(0, 2^-12]`` given that they lie there, so the tail is exact down to
+    ``u = 2^-65``. On the CPU only the tail's values draw a ``U``; on another
+    device every value does and the tail's are kept (a data-dependent count
+    would make the host wait for the device once per chunk).
+    """
+    deep_log = math.log(1.0 / DEEP_TAIL)
+    if bits.device.type == "cpu":
+        # numpy finds the few tail positions in a third of torch.nonzero's time
+        tail = torch.from_numpy(np.flatnonzero(u.numpy() <= DEEP_TAIL))
+        u.log_().mul_(-scale)
+        if len(tail):
+            deep = (deep_log - torch.log(bits.uniform53(len(tail)))) * scale
+            u[tail] = deep.to(u.dtype)
+        return u
+    low = u <= DEEP_TAIL
+    deep = (deep_log - torch.log(bits.uniform53(len(u)))) * scale
+    return torch.where(low, deep.to(u.dtype), u.log_().mul_(-scale))
 
 
 def gaussian_quantile(u):

@@ -110,22 +110,25 @@ def _reference_chunk(name, key, bank, j, n_values):
     """
     seed = np.random.SeedSequence(key, spawn_key=(bank, j))
     stream = np.random.PCG64(seed)
+
+    def exponential(u):
+        # -log u, with u <= 2^-12 drawn again as 2^-12 U (U of 53 bits)
+        e = -np.log(u)
+        tail = np.flatnonzero(u <= 2.0**-12)
+        deep = ((stream.random_raw(len(tail)) >> np.uint64(11)) + 1) * 2.0**-53
+        e[tail] = 12 * np.log(2.0) - np.log(deep)
+        return e
+
     half = n_values // 2
     if name == "gaussian":
-        words = stream.random_raw(half + (half + 1) // 2).view(np.int64)
-        u1 = np.abs(words[:half].astype(np.float64) + 0.5) * 2.0**-63
-        r = np.sqrt(-2.0 * np.log(u1))
-        angle = words[half:].view(np.int32)[:half] * (2 * np.pi * 2.0**-32)
+        words = stream.random_raw(half).view(np.int32)
+        r = np.sqrt(2.0 * exponential(np.abs(words[:half] + 0.5) * 2.0**-31))
+        angle = words[half:] * (2 * np.pi * 2.0**-32)
         return np.concatenate([r * np.cos(angle), r * np.sin(angle)])
     t = stream.random_raw((n_values + 1) // 2).view(np.int32)[:n_values] + 0.5
     if name == "uniform":
         return t * 2.0**-31 * np.sqrt(3.0)
-    two_v = np.abs(t) * 2.0**-31
-    magnitude = -np.log(two_v) / np.sqrt(2.0)
-    tail = np.flatnonzero(two_v <= 2.0**-12)
-    u = ((stream.random_raw(len(tail)) >> np.uint64(11)) + 1) * 2.0**-53
-    magnitude[tail] = (12 * np.log(2.0) - np.log(u)) / np.sqrt(2.0)
-    return np.copysign(magnitude, t)
+    return np.copysign(exponential(np.abs(t) * 2.0**-31) / np.sqrt(2.0), t)
 
 
 @pytest.mark.parametrize("name", sorted(NOISES))
@@ -177,9 +180,9 @@ def test_laplace_tails_beyond_the_float32_body_are_exact():
     that they are there, the excess is exponential of rate sqrt(2)
     (memoryless), out to where 53-bit uniforms reach."""
     from smoothlearn.banks import NoiseBank
-    from smoothlearn.noise import LAPLACE_TAIL
+    from smoothlearn.noise import DEEP_TAIL
 
-    start = math.log(1 / LAPLACE_TAIL) / math.sqrt(2)
+    start = math.log(1 / DEEP_TAIL) / math.sqrt(2)
     bank = NoiseBank(key=5, bank=2, family=get_noise("laplace"), n_features=1000)
     z = np.abs(bank.rows(0, 40 * 1024).numpy().ravel())  # 41 million values
     excess = z[z > start] - start
@@ -188,18 +191,29 @@ def test_laplace_tails_beyond_the_float32_body_are_exact():
     assert z.max() > start + 5  # beyond the float32 body's reach
 
 
-def test_gaussian_bank_radii_reach_past_eight_sigma():
-    """Box-Muller's radius comes from 63-bit uniforms in float64: the squared
-    radius is exponential of mean 2 out to r^2 = 128 log 2 (|z| = 9.42)."""
-    from smoothlearn.banks import ChunkBits
-    from smoothlearn.noise import Gaussian
+def test_gaussian_bank_radii_are_exact_past_eight_sigma():
+    """Box-Muller's squared radius is exponential of mean 2; past 24 log 2
+    (radii above 4.08) it comes from the refined 53-bit path, and given that
+    it is there its excess is exponential of mean 2 again (memoryless); the
+    refined uniforms reach r^2 = 130 log 2 (|z| = 9.49)."""
+    from smoothlearn.banks import NoiseBank
+    from smoothlearn.noise import DEEP_TAIL
 
-    n = 2**21
-    z = Gaussian().bank_sample(n, ChunkBits(np.random.SeedSequence(3), "cpu"))
-    r2 = z[: n // 2].double() ** 2 + z[n // 2 :].double() ** 2
-    assert stats.kstest(r2.numpy(), stats.expon(scale=2.0).cdf).pvalue > 1e-3
+    bank = NoiseBank(key=3, bank=1, family=get_noise("gaussian"), n_features=1000)
+    expon2 = stats.expon(scale=2.0).cdf
+    for j in range(40):  # 41 million values, 20 million radii
+        z = bank.chunk(j).double().ravel()
+        half = len(z) // 2
+        r2 = (z[:half] ** 2 + z[half:] ** 2).numpy()
+        if j == 0:
+            assert stats.kstest(r2, expon2).pvalue > 1e-3
+            excess = []
+        excess.append(r2[r2 > 2 * math.log(1 / DEEP_TAIL)])
+    excess = np.concatenate(excess) - 2 * math.log(1 / DEEP_TAIL)
+    assert len(excess) > 4000
+    assert stats.kstest(excess, expon2).pvalue > 1e-3
     # the deepest radius the construction can give, and its mass beyond
-    deepest = math.sqrt(-2 * math.log(0.5 * 2.0**-63))
+    deepest = math.sqrt(-2 * math.log(DEEP_TAIL * 2.0**-53))
     assert deepest > 9.4 and math.exp(-(deepest**2) / 2) < 1e-19
 
 
@@ -234,3 +248,30 @@ def test_gaussian_bank_tail_matches_the_normal_tail():
     expected = z.size * 2 * stats.norm.sf(4.5)
     assert stats.poisson(expected).cdf(observed) > 1e-4
     assert stats.poisson(expected).sf(observed - 1) > 1e-4
+
+
+def test_exponential_draws_take_the_same_law_on_a_device_as_on_the_cpu():
+    """Off the CPU every value draws its tail refinement and ``torch.where``
+    keeps the tail's (no data-dependent count: the host would wait for the
+    device); checked here on CPU tensors under a device's branch: the body is
+    the CPU's, value for value, and the tail's excess is exponential."""
+    from types import SimpleNamespace
+
+    from smoothlearn.banks import ChunkBits
+    from smoothlearn.noise import DEEP_TAIL, _exponential_
+
+    rng = np.random.RandomState(0)
+    t = rng.randint(-(2**31), 2**31, size=2**23).astype(np.int64)
+    u = torch.as_tensor(np.abs(t + 0.5) * 2.0**-31)
+    on_cpu = _exponential_(u.clone(), ChunkBits(np.random.SeedSequence(1), "cpu"), 1.0)
+    device_bits = SimpleNamespace(
+        device=SimpleNamespace(type="cuda"),
+        uniform53=lambda n: torch.as_tensor(1.0 - rng.random_sample(n)),
+    )
+    on_device = _exponential_(u.clone(), device_bits, 1.0)
+    body = u > DEEP_TAIL
+    torch.testing.assert_close(on_device[body], on_cpu[body], rtol=0, atol=0)
+    start = math.log(1 / DEEP_TAIL)
+    for e in (on_cpu[~body], on_device[~body]):
+        assert len(e) > 1500 and (e > start).all()
+        assert stats.kstest(e.numpy() - start, stats.expon.cdf).pvalue > 1e-3
