@@ -302,40 +302,54 @@ class _FusedResponse:
 
     def __init__(self, first, centres, parts):
         self.first = first
-        self.common, self.factor, self.basis, self.stretch = parts
+        self.common, self.factor, basis, stretch = parts
         m, d = centres.shape
         self.Lx = first.apply(centres)[:, None]  # (m, 1, *hidden)
         self.hidden_shape = self.Lx.shape[2:]
-        if self.basis is not None:
-            k = self.basis.shape[2]
-            # (L B_i) for every input: (m, k, hidden)
-            LB = first.apply_linear_part(self.basis.transpose(1, 2).reshape(m * k, d))
-            self.LB = LB.reshape(m, k, -1)
+        self.LB = self.columns = None
+        if basis is not None:
+            k = basis.shape[2]
+            # (L B_i) diag(stretch_i) for every input: (m, k, hidden)
+            LB = first.apply_linear_part(basis.transpose(1, 2).reshape(m * k, d))
+            self.LB = LB.reshape(m, k, -1) * stretch[:, :, None]
+            self.basis, self.k = basis, k
+            if 4 * k <= d:
+                # a few directions per input: every input's B_i^T z in one
+                # product per window (m k columns) instead of m products of k
+                # columns each, which run at a fraction of the matrix units' rate
+                self.columns = basis.permute(1, 0, 2).reshape(d, m * k)
         elif self.factor is not None:  # per-input isotropic: s_i L z
             self.factor = self.factor.reshape(m, 1, *([1] * len(self.hidden_shape)))
 
     def window(self, z):
-        """The map's response to the window, shared by every input."""
-        if self.basis is not None:
-            return self.first.apply_linear_part(z).reshape(len(z), -1)  # (w, hidden)
+        """The map's response to the window, shared by every input; with a
+        low-rank part, also every input's coordinates ``B_i^T z``."""
+        if self.LB is not None:
+            Lz = self.first.apply_linear_part(z).reshape(len(z), -1)  # (w, hidden)
+            return Lz, None if self.columns is None else z @ self.columns
         scaled = z if self.common is None else z * self.common
         return self.first.apply_linear_part(scaled)[None]
 
-    def scores(self, i0, i1, z, Lz):
-        if self.basis is None:
+    def scores(self, i0, i1, z, shared):
+        if self.LB is None:
             if self.factor is None:
-                hidden = self.Lx[i0:i1] + Lz
+                hidden = self.Lx[i0:i1] + shared
             else:
-                hidden = torch.addcmul(self.Lx[i0:i1], self.factor[i0:i1], Lz)
+                hidden = torch.addcmul(self.Lx[i0:i1], self.factor[i0:i1], shared)
         else:
-            coef = torch.einsum("wd,gdk->gwk", z, self.basis[i0:i1])
-            coef = coef * self.stretch[i0:i1, None]
-            hidden = self.factor[i0:i1, None, None] * Lz[None] + torch.einsum(
-                "gwk,gkh->gwh", coef, self.LB[i0:i1]
+            Lz, coordinates = shared
+            g, w, k = i1 - i0, len(z), self.k
+            if coordinates is None:
+                coef = torch.einsum("wd,gdk->gwk", z, self.basis[i0:i1])
+            else:
+                coef = coordinates[:, i0 * k : i1 * k].reshape(w, g, k).transpose(0, 1)
+            # L x_i + factor_i L z + (L B_i stretch_i) B_i^T z, the last
+            # accumulated into the first two by one batched product
+            base = torch.addcmul(
+                self.Lx[i0:i1].reshape(g, 1, -1), self.factor[i0:i1, None, None], Lz
             )
-            hidden = self.Lx[i0:i1] + hidden.reshape(
-                i1 - i0, len(z), *self.hidden_shape
-            )
+            hidden = torch.baddbmm(base, coef, self.LB[i0:i1])
+            hidden = hidden.reshape(g, w, *self.hidden_shape)
         out = self.first.rest(hidden.reshape(-1, *self.hidden_shape))
         return first_output(out)
 
