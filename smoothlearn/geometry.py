@@ -26,6 +26,7 @@ Regions here are :class:`Region` objects in one of three compact forms.
 """
 
 import numpy as np
+import scipy.linalg
 from scipy.optimize import brentq, minimize_scalar
 
 from .scale import Scale
@@ -283,7 +284,7 @@ def _k_dense(diff, region_a, region_b):
     # accurate where eigh of an explicit T_A^-1 M_B T_A^-1 (clipped at 0)
     # was not (touching pairs with semi-axes 1e-3..1e2 misjudged).
     C = region_a.whiten(region_b.matrix().T).T
-    W, sv, _ = np.linalg.svd(C)
+    W, sv = _left_singular(C)
     w = W.T @ region_a.whiten(diff)
     w2, lam = w**2, sv**2
 
@@ -291,6 +292,21 @@ def _k_dense(diff, region_a, region_b):
         return region_a.whiten(W @ (w / (1.0 - t + t * lam)))
 
     return _k_of(lambda t: float(np.sum(w2 / (lam * t + 1.0 - t)))), direction
+
+
+def _left_singular(C):
+    """``(W, sv)`` of ``C = W diag(sv) R^T``.
+
+    LAPACK's divide-and-conquer driver (numpy's) can fail to converge on a
+    benign matrix: a 784 x 784 C of singular values 0.17 to 0.67, between a
+    dense RANCER region and a ball, stopped a certification on Fashion-MNIST.
+    There the QR-iteration driver computes the same factors.
+    """
+    try:
+        W, sv, _ = np.linalg.svd(C)
+    except np.linalg.LinAlgError:
+        W, sv, _ = scipy.linalg.svd(C, lapack_driver="gesvd")
+    return W, sv
 
 
 def _shape_eigen(region):

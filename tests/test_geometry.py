@@ -225,3 +225,30 @@ def test_rank_k_intersection_test_matches_the_dense_one():
         assert fast == pytest.approx(dense, abs=1e-7)
         checked += fast < 0
     assert 0 < checked < 20  # both disjoint and intersecting pairs were seen
+
+
+def test_dense_k_survives_a_divide_and_conquer_svd_that_does_not_converge(
+    monkeypatch,
+):
+    """numpy's SVD driver failed to converge on a benign 784 x 784 matrix (a
+    dense RANCER region against a ball) and stopped a certification; where it
+    fails, the QR-iteration driver gives the same K(t)."""
+    from smoothlearn import geometry
+    from smoothlearn.geometry import _k_dense, _minimise_k
+
+    rng = np.random.RandomState(1)
+    d, k = 12, 4
+    u = np.linalg.qr(rng.randn(d, k))[0]
+    a = Region(rng.randn(d) * 0.3, 1.0, 0.5)
+    b = Region(
+        rng.randn(d) * 0.3, 1.2, rng.uniform(0.2, 2.0, k), basis=u, scale_rest=0.7
+    )
+    expected = _minimise_k(_k_dense(b.center - a.center, a, b)[0])[0]
+
+    def no_convergence(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(geometry.np.linalg, "svd", no_convergence)
+    assert _minimise_k(_k_dense(b.center - a.center, a, b)[0])[0] == pytest.approx(
+        expected, abs=1e-10
+    )
