@@ -54,6 +54,7 @@ the cost of float32 ``torch.randn``
 """
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -347,3 +348,16 @@ def get_noise(noise):
     if isinstance(noise, str) and noise in NOISES:
         return NOISES[noise]()
     raise ValueError(f"noise must be one of {sorted(NOISES)}; got {noise!r}.")
+
+
+def __getattr__(name):
+    # smoothlearn 0.1 named the tail bound after the one family that had it
+    if name == "LAPLACE_TAIL":
+        warnings.warn(
+            "smoothlearn.noise.LAPLACE_TAIL is now DEEP_TAIL (gaussian banks "
+            "refine the same tail); the old name will be removed in 0.3.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return DEEP_TAIL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -275,3 +275,10 @@ def test_exponential_draws_take_the_same_law_on_a_device_as_on_the_cpu():
     for e in (on_cpu[~body], on_device[~body]):
         assert len(e) > 1500 and (e > start).all()
         assert stats.kstest(e.numpy() - start, stats.expon.cdf).pvalue > 1e-3
+
+
+def test_the_old_name_of_the_tail_bound_still_works_with_a_warning():
+    import smoothlearn.noise as noise
+
+    with pytest.warns(FutureWarning, match="DEEP_TAIL"):
+        assert noise.LAPLACE_TAIL == noise.DEEP_TAIL == 2.0**-12
