@@ -120,3 +120,44 @@ def test_support_function_is_attained_and_never_exceeded(seed, d, kind):
     u = rng.randn(200, region.d)
     boundary = region.stretch(u / np.linalg.norm(u, axis=1, keepdims=True))
     assert np.all(boundary @ v <= h * (1 + 1e-9))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs, st.floats(0.05, 3.0))
+def test_answers_agree_with_the_exact_k_at_any_distance(pair, factor):
+    # the cheap proofs (separating directions, a shared point of the centres'
+    # segment) settle most pairs before K(t); whichever answers, the answer
+    # is the reference's wherever the pair is not within rounding of touching
+    a, at = _near_touching(*pair)
+    if abs(factor - 1.0) < 1e-3:
+        return
+    b = at(factor)
+    exact_disjoint = reference.min_k(a, b) < 0
+    assert ellipsoids_disjoint(a, b) == exact_disjoint
+    assert ellipsoids_disjoint(b, a) == exact_disjoint
+
+
+@pytest.mark.parametrize("apart", [False, True])
+def test_dense_pairs_settled_by_a_direction_or_the_segment_skip_the_svd(
+    apart, monkeypatch
+):
+    import smoothlearn.geometry as geometry
+
+    def no_svd(*args):
+        raise AssertionError("K(t) was computed")
+
+    monkeypatch.setattr(geometry, "_k_function", no_svd)
+    rng = np.random.RandomState(0)
+    d = 40
+    a = _region(rng, d, "dense", np.zeros(d))
+    b = _region(rng, d, "dense", np.zeros(d))
+    reach = a.circumradius + b.circumradius
+    u = rng.randn(d)
+    u /= np.linalg.norm(u)
+    # farther apart than the circumradii reach: disjoint, and the centres'
+    # difference separates; closer than either inradius: each centre lies in
+    # the other region, so the segment has a shared point
+    shift = 1.01 * reach if apart else 0.5 * min(a.inradius, b.inradius)
+    b = Region(shift * u, 1.0, b.scale, basis=b.basis, scale_rest=b.scale_rest)
+    assert ellipsoids_disjoint(a, b) == apart
+    assert ellipsoids_disjoint(b, a) == apart
