@@ -306,13 +306,28 @@ class _FusedResponse:
         m, d = centres.shape
         self.Lx = first.apply(centres)[:, None]  # (m, 1, *hidden)
         self.hidden_shape = self.Lx.shape[2:]
-        self.LB = self.columns = None
+        self.LB = self.columns = self.folded = None
         if basis is not None:
             k = basis.shape[2]
             # (L B_i) diag(stretch_i) for every input: (m, k, hidden)
             LB = first.apply_linear_part(basis.transpose(1, 2).reshape(m * k, d))
             self.LB = LB.reshape(m, k, -1) * stretch[:, :, None]
             self.basis, self.k = basis, k
+            hidden = self.LB.shape[2]
+            if k * (d + hidden) > d * hidden:
+                # so many directions (a dense scale) that B_i^T z then (L B_i)
+                # costs more per draw than L S_i z itself: fold each input's
+                # whole map, (L S_i)^T = factor_i L^T + B_i (L B_i stretch_i)^T,
+                # (m, d, hidden) as LB was, and a draw costs what the plain
+                # first layer does (dense RANCER on an MLP counted at 3.5x a
+                # diagonal scale's time before)
+                eye = torch.eye(d, dtype=centres.dtype, device=centres.device)
+                transposed = first.apply_linear_part(eye).reshape(d, hidden)
+                self.folded = torch.baddbmm(
+                    self.factor.reshape(m, 1, 1) * transposed, basis, self.LB
+                )
+                self.LB = None
+                return
             if 4 * k <= d:
                 # a few directions per input: every input's B_i^T z in one
                 # product per window (m k columns) instead of m products of k
@@ -324,6 +339,8 @@ class _FusedResponse:
     def window(self, z):
         """The map's response to the window, shared by every input; with a
         low-rank part, also every input's coordinates ``B_i^T z``."""
+        if self.folded is not None:
+            return None
         if self.LB is not None:
             Lz = self.first.apply_linear_part(z).reshape(len(z), -1)  # (w, hidden)
             return Lz, None if self.columns is None else z @ self.columns
@@ -331,7 +348,15 @@ class _FusedResponse:
         return self.first.apply_linear_part(scaled)[None]
 
     def scores(self, i0, i1, z, shared):
-        if self.LB is None:
+        if self.folded is not None:
+            g = i1 - i0
+            hidden = torch.baddbmm(
+                self.Lx[i0:i1].reshape(g, 1, -1),
+                z.expand(g, *z.shape),
+                self.folded[i0:i1],
+            )
+            hidden = hidden.reshape(g, len(z), *self.hidden_shape)
+        elif self.LB is None:
             if self.factor is None:
                 hidden = self.Lx[i0:i1] + shared
             else:
