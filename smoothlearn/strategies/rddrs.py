@@ -49,18 +49,23 @@ def _spd_exp(M, bound):
 
 
 def subspace_noise(z, basis, A, rest):
-    """``Q A Q^T z + r (I - Q Q^T) z`` per input; ``A z`` when ``basis`` is None.
+    """``Q A Q^T z + r (I - Q Q^T) z`` per input; ``Q A Q^T z`` when ``rest``
+    is None (``Q`` then spans everything, a dense ``C``); ``A z`` when
+    ``basis`` is None.
 
     RDDRS's own parametrisation while it optimises: ``A`` is a full symmetric
     (k, k) matrix on the subspace, not yet diagonalised, so this is not a
     :class:`~smoothlearn.regions.Scale`; the answer is recorded as one after
     the final eigendecomposition.
 
-    z (n, d), basis (m, d, k) or None, A (m, k, k), rest (m,) -> (m, n, d).
+    z (n, d), basis (m, d, k) or None, A (m, k, k), rest (m,) or None ->
+    (m, n, d).
     """
     if basis is None:
         return torch.einsum("nd,med->mne", z, A)
     coef = torch.einsum("nd,mdk->mnk", z, basis)
+    if rest is None:
+        return (coef @ A) @ basis.transpose(1, 2)
     eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
     coef = torch.einsum("mnk,mkl->mnl", coef, A - rest[:, None, None] * eye)
     return rest[:, None, None] * z + torch.einsum("mnl,mdl->mnd", coef, basis)
@@ -211,10 +216,15 @@ class RDDRS(StartsFromIsotropic):
         sigma, is the start and the floor of the eigenvalues (the paper's
         sigma*); ``(1 + gamma2)`` times it their ceiling.
 
-        ``A`` is carried as its eigendecomposition, which the floor step
-        computes anyway: the volume terms' gradient is ``V diag(dH/dlambda) V^T``
-        (what ``eigvalsh``'s backward computes) and ``C^1/2 = V diag(lambda^1/2)
-        V^T``, so a step costs one ``eigh`` (the floor), not four.
+        ``A`` is carried as its eigendecomposition ``U diag(v) U^T``, which
+        the band's projection computes anyway, and each step is taken in that
+        eigenbasis: there ``A`` and ``C^1/2`` are diagonal, the volume terms'
+        gradient is ``diag(dH/dv)`` and the gap's is its gradient with respect
+        to ``diag(v)`` in ``Q U diag(v) U^T Q^T z``, so a dense step costs
+        the retraction's products, one ``U V`` and one ``eigh``, all in
+        float32 (about 2.4x faster per step than forming ``A``, ``C^1/2`` and
+        ``C^1/2 G C^1/2`` in float64 on the Fashion-MNIST CNN); one float64
+        ``eigh`` at the end makes the answer's basis orthonormal to rounding.
         """
         X_t = network.inputs(X)
         n_draws = self._param("n_draws")
@@ -227,7 +237,10 @@ class RDDRS(StartsFromIsotropic):
             else floor * (1 + self.gamma2)
         )
         values = floor[:, None].expand(m, k).clone()
-        vectors = torch.eye(k, dtype=torch.float64, device=X_t.device).repeat(m, 1, 1)
+        # the eigenvectors are carried in float32 (a dense step's products and
+        # eigh at twice float64's speed; the eigenvalues stay in [sigma*,
+        # 4 sigma*], so C is well conditioned) and made exact once, at the end
+        vectors = torch.eye(k, dtype=torch.float32, device=X_t.device).repeat(m, 1, 1)
         rest = floor.clone()
         clip = resolve_clip(self.clip, p_max)
         # the geodesic length of a step, lr sqrt(c) (c: the eigenvalues of A,
@@ -243,16 +256,24 @@ class RDDRS(StartsFromIsotropic):
             z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
             sub = basis if basis is None or len(rows) == m else basis[rows]
             v_rows, U_rows, r_rows = values[rows], vectors[rows], rest[rows]
-            A = (U_rows * v_rows[:, None]) @ U_rows.transpose(1, 2)
-            A_var = A.float().requires_grad_(True)
+            # the step is taken in A's eigenbasis (frame = Q U, or U for a
+            # dense C): there A is diag(v), C^1/2 is diag(v^1/2), and the
+            # gradient with respect to A written in that basis, U^T G U, is
+            # the gradient with respect to Y = diag(v) of the noise
+            # Q U Y U^T Q^T z. A, C^1/2 and their products are never formed:
+            # five d x d products and one eigh per dense step instead of ten
+            frame = U_rows if sub is None else sub @ U_rows
+            Y_var = torch.diag_embed(v_rows).float().requires_grad_(True)
             values_var = v_rows.clone().requires_grad_(True)
             r_var = r_rows.float().requires_grad_(True)
             with torch.enable_grad():
-                A_sym = (A_var + A_var.transpose(1, 2)) / 2
+                Y_sym = (Y_var + Y_var.transpose(1, 2)) / 2
                 gap = soft_gap(
                     network,
                     X_t[rows],
-                    lambda z: subspace_noise(z, sub, A_sym, r_var),
+                    lambda z: subspace_noise(
+                        z, frame, Y_sym, None if k == d else r_var
+                    ),
                     z,
                     family,
                     clip,
@@ -269,15 +290,16 @@ class RDDRS(StartsFromIsotropic):
                     gap.double(), log_volume / d, smallest, self.kappa
                 )
                 G, g_values, g_rest = torch.autograd.grad(
-                    objective.sum(), [A_var, values_var, r_var], allow_unused=True
+                    objective.sum(), [Y_var, values_var, r_var], allow_unused=True
                 )
                 if g_rest is None:  # a full C: no complement
                     g_rest = torch.zeros_like(r_var)
             with torch.no_grad():
-                G = G.double() + (U_rows * g_values[:, None]) @ U_rows.transpose(1, 2)
+                G = G.double() + torch.diag_embed(g_values)
                 G = (G + G.transpose(1, 2)) / 2
-                root = (U_rows * v_rows.sqrt()[:, None]) @ U_rows.transpose(1, 2)
-                M = root @ G @ root  # C^1/2 G C^1/2; ||C G C||_C = ||M||_F
+                root = v_rows.sqrt()
+                # C^1/2 G C^1/2; ||C G C||_C = ||M||_F
+                M = root[:, :, None] * G * root[:, None, :]
                 g_rest = g_rest.double() * r_rows  # r g: its norm on the positive reals
                 norm = torch.sqrt((M**2).sum(dim=(1, 2)) + (k < d) * g_rest**2)
                 # no step where the gradient overflowed (eigenvalues run away
@@ -286,17 +308,25 @@ class RDDRS(StartsFromIsotropic):
                 M[lost], g_rest[lost], norm[lost] = 0.0, 0.0, 1.0
                 step = length / torch.clamp(norm, min=1e-12)
                 # ||step M||_2 <= ||step M||_F <= step * norm <= lr sqrt(c)
-                A = root @ _spd_exp(step[:, None, None] * M, length) @ root
+                E = _spd_exp((step[:, None, None] * M).float(), length)
+                root = root.float()
+                A = root[:, :, None] * E * root[:, None, :]
                 r_rows = r_rows * torch.exp(step * g_rest)
                 # eigenvalues in [sigma*, (1 + gamma2) sigma*]: the paper's
                 # floor and RANCER's ceiling
-                v_rows, U_rows = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
+                v_rows, V = torch.linalg.eigh((A + A.transpose(1, 2)) / 2)
                 values[rows] = torch.clamp(
-                    v_rows, floor[rows, None], ceiling[rows, None]
+                    v_rows.double(), floor[rows, None], ceiling[rows, None]
                 )
-                vectors[rows] = U_rows
+                vectors[rows] = U_rows @ V
                 rest[rows] = torch.clamp(r_rows, floor[rows], ceiling[rows])
             converging.record(it, objective)
+        # float32 steps leave the eigenvectors orthonormal to about 1e-6 per
+        # step: one float64 eigendecomposition of A = U diag(v) U^T makes the
+        # answer's basis exact (the certificate's geometry assumes it is)
+        U = vectors.double()
+        values, vectors = torch.linalg.eigh((U * values[:, None]) @ U.transpose(1, 2))
+        values = torch.clamp(values, floor[:, None], ceiling[:, None])
         return values, vectors, rest
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
