@@ -507,3 +507,54 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     assert torch.allclose(vectors.transpose(1, 2) @ vectors, eye, atol=1e-12)
     sigma = torch.as_tensor(sigma0)[:, None]
     assert torch.all((values >= sigma) & (values <= 4 * sigma))
+
+
+def _pivoted_gram_schmidt(span):
+    """The zero cluster's canonical basis written out: on the projector's
+    columns, take the largest residual, normalise it positive at its axis,
+    project it out, again."""
+    residual = span @ span.T
+    out = []
+    for _ in range(span.shape[1]):
+        norms = np.linalg.norm(residual, axis=0)
+        axis = int(np.argmax(norms))
+        q = residual[:, axis] / norms[axis]
+        q = q * np.sign(q[axis])
+        out.append(q)
+        residual = residual - np.outer(q, q @ residual)
+    return np.stack(out, axis=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    d=st.integers(2, 40),
+    seed=st.integers(0, 2**31 - 1),
+    data=st.data(),
+)
+def test_zero_cluster_basis_is_canonical_and_the_pivoted_gram_schmidt(d, seed, data):
+    """The dense eigenbasis's zero cluster (a ReLU network's null space) gets
+    a basis that depends on the cluster alone, not on the basis ``eigh``
+    returned for it: any rotation within the cluster gives the same columns,
+    which are the pivoted Gram-Schmidt of the cluster's projector."""
+    from smoothlearn.strategies._curvature import _canonical_zero_cluster
+
+    # a whole space of zeros (c = d) has the identity for projector: every
+    # axis ties, and the order is rounding's (the docstring's exception)
+    c = data.draw(st.integers(1, d - 1))
+    rng = np.random.RandomState(seed)
+    basis = ortho_group.rvs(d, random_state=rng)
+    values = np.concatenate([np.zeros(c), 1.0 + rng.rand(d - c)])
+    answers = []
+    for turn in range(2):
+        # the same cluster, another orthonormal basis of it
+        rotation = ortho_group.rvs(c, random_state=rng) if c > 1 else np.ones((1, 1))
+        vectors = basis.copy()
+        vectors[:, :c] = basis[:, :c] @ rotation
+        v, V = torch.as_tensor(values.copy()), torch.as_tensor(vectors)
+        _canonical_zero_cluster(v, V)
+        answers.append(V.numpy())
+    reference = _pivoted_gram_schmidt(basis[:, :c])
+    for V in answers:
+        np.testing.assert_allclose(V[:, :c], reference, atol=1e-9)
+        np.testing.assert_allclose(V.T @ V, np.eye(d), atol=1e-9)
+        np.testing.assert_array_equal(V[:, c:], basis[:, c:])
