@@ -327,8 +327,7 @@ class _FusedResponse:
                     self.factor.reshape(m, 1, 1) * transposed, basis, self.LB
                 )
                 self.LB = None
-                return
-            if 4 * k <= d:
+            elif 4 * k <= d:
                 # a few directions per input: every input's B_i^T z in one
                 # product per window (m k columns) instead of m products of k
                 # columns each, which run at a fraction of the matrix units' rate

@@ -451,14 +451,17 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
         A_var = A.float().requires_grad_(True)
         r_var = r.float().requires_grad_(True)
         with torch.enable_grad():
+            A_sym = (A_var + A_var.transpose(1, 2)) / 2
+
+            def noise(z):
+                if basis is None:  # C z itself
+                    return torch.einsum("nd,med->mne", z, A_sym)
+                return subspace_noise(z, basis, A_sym, r_var)
+
             gap = soft_gap(
                 network,
                 X_t,
-                lambda z: subspace_noise(
-                    z, basis, (A_var + A_var.transpose(1, 2)) / 2, r_var
-                )
-                if basis is not None
-                else subspace_noise(z, None, (A_var + A_var.transpose(1, 2)) / 2, None),
+                noise,
                 z,
                 Gaussian(),
                 0.001,

@@ -59,23 +59,15 @@ def input_hessians(network, X_t, labels):
     against 0.60). Alone, each row is computed by the same operations
     whatever its neighbours.
     """
-    network.module.eval()
     m, d = X_t.shape
     eye = torch.eye(d, dtype=X_t.dtype, device=X_t.device)
     H = torch.empty((m, d, d), dtype=X_t.dtype, device=X_t.device)
     for i in range(m):
         for r0 in range(0, d, HESSIAN_ROWS):
             r1 = min(r0 + HESSIAN_ROWS, d)
-            copies = X_t[i].detach().expand(r1 - r0, d).clone().requires_grad_(True)
-            with torch.enable_grad():
-                loss = F.cross_entropy(
-                    network.logits(copies),
-                    labels[i].expand(r1 - r0),
-                    reduction="sum",
-                )
-                (grad,) = torch.autograd.grad(loss, copies, create_graph=True)
-                (rows,) = torch.autograd.grad(grad, copies, grad_outputs=eye[r0:r1])
-            H[i, r0:r1] = rows.detach()
+            copies = X_t[i].expand(r1 - r0, d)
+            hvp = hessian_vector_products(network, copies, labels[i].expand(r1 - r0))
+            H[i, r0:r1] = hvp(eye[r0:r1])
     return (H + H.transpose(1, 2)) / 2
 
 

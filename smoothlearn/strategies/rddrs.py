@@ -50,19 +50,15 @@ def _spd_exp(M, bound):
 
 def subspace_noise(z, basis, A, rest):
     """``Q A Q^T z + r (I - Q Q^T) z`` per input; ``Q A Q^T z`` when ``rest``
-    is None (``Q`` then spans everything, a dense ``C``); ``A z`` when
-    ``basis`` is None.
+    is None (``Q`` then spans everything, a dense ``C``).
 
     RDDRS's own parametrisation while it optimises: ``A`` is a full symmetric
     (k, k) matrix on the subspace, not yet diagonalised, so this is not a
     :class:`~smoothlearn.regions.Scale`; the answer is recorded as one after
     the final eigendecomposition.
 
-    z (n, d), basis (m, d, k) or None, A (m, k, k), rest (m,) or None ->
-    (m, n, d).
+    z (n, d), basis (m, d, k), A (m, k, k), rest (m,) or None -> (m, n, d).
     """
-    if basis is None:
-        return torch.einsum("nd,med->mne", z, A)
     coef = torch.einsum("nd,mdk->mnk", z, basis)
     if rest is None:
         return (coef @ A) @ basis.transpose(1, 2)
@@ -257,12 +253,8 @@ class RDDRS(StartsFromIsotropic):
             z = optimisation_draws(bank, it, n_draws, offset, X_t.device)
             sub = basis if basis is None or len(rows) == m else basis[rows]
             v_rows, U_rows, r_rows = values[rows], vectors[rows], rest[rows]
-            # the step is taken in A's eigenbasis (frame = Q U, or U for a
-            # dense C): there A is diag(v), C^1/2 is diag(v^1/2), and the
-            # gradient with respect to A written in that basis, U^T G U, is
-            # the gradient with respect to Y = diag(v) of the noise
-            # Q U Y U^T Q^T z. A, C^1/2 and their products are never formed:
-            # five d x d products and one eigh per dense step instead of ten
+            # in A's eigenbasis (frame = Q U, or U for a dense C): the
+            # gradient with respect to Y = diag(v) is U^T G U (docstring)
             frame = U_rows if sub is None else sub @ U_rows
             Y_var = torch.diag_embed(v_rows).float().requires_grad_(True)
             values_var = v_rows.clone().requires_grad_(True)
