@@ -16,7 +16,10 @@ and ``scale_rest``:
 * rotated: ``basis`` has shape ``(n_samples, n_features, k)`` with orthonormal
   columns ``U_i``, ``scale`` has shape ``(n_samples, k)`` and ``scale_rest``
   shape ``(n_samples,)``, and ``S_i = U_i diag(scale[i]) U_i^T +
-  scale_rest[i] (I - U_i U_i^T)`` (``k = n_features`` is a full rotation).
+  scale_rest[i] (I - U_i U_i^T)`` (``k = n_features`` is a full rotation);
+  with ``scale_frame`` of shape ``(n_samples, n_features)`` that rotated
+  scale ``R_i`` sits in a diagonal frame: ``S_i = F_i R_i F_i``,
+  ``F_i = diag(scale_frame[i])`` (rank-k RANCER on ANCER's diagonal).
 
 ``gap`` and the scale always describe the region as finally certified, after
 any reduction by the memory (a reduced region is a ball, stored as an
@@ -165,6 +168,8 @@ class Certificates:
         Orthonormal columns of a rotated scale given by its values.
     scale_rest : ndarray of shape (n_samples,), default=None
         Isotropic scale on the orthogonal complement of ``basis``.
+    scale_frame : ndarray of shape (n_samples, n_features), default=None
+        The diagonal frame of a rotated scale given by its values.
     reduced : ndarray of bool, shape (n_samples,), default=None
         Whether the memory shrank the region (all False when None).
     class_index : ndarray of int, shape (n_samples,), default=None
@@ -234,6 +239,7 @@ class Certificates:
         *,
         basis=None,
         scale_rest=None,
+        scale_frame=None,
         reduced=None,
         class_index=None,
         strategy="",
@@ -252,9 +258,9 @@ class Certificates:
         self.gap = np.asarray(gap, dtype=np.float64)
         self.center = np.asarray(center).reshape(n, -1)
         if not isinstance(scale, Scale):
-            scale = Scale(scale, basis, scale_rest)
-        elif basis is not None or scale_rest is not None:
-            raise TypeError("a Scale carries its own basis and scale_rest")
+            scale = Scale(scale, basis, scale_rest, frame=scale_frame)
+        elif basis is not None or scale_rest is not None or scale_frame is not None:
+            raise TypeError("a Scale carries its own basis, scale_rest and frame")
         self.scales = scale.map(lambda a: np.asarray(a, dtype=np.float64), offset=False)
         self.reduced = (
             np.zeros(n, dtype=bool) if reduced is None else np.asarray(reduced, bool)
@@ -364,6 +370,11 @@ class Certificates:
         return self.scales.rest
 
     @property
+    def scale_frame(self):
+        """A rotated scale's diagonal frame ``F`` (``S = F R F``), else None."""
+        return self.scales.frame
+
+    @property
     def kind(self):
         """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
         return self.scales.kind
@@ -371,7 +382,8 @@ class Certificates:
     # ------------------------------------------------------------ scale facts
     @property
     def min_scale(self):
-        """Smallest singular value of each row's scale, shape (n_samples,)."""
+        """Smallest singular value of each row's scale, shape (n_samples,)
+        (a lower bound for a rotated scale in a diagonal frame)."""
         return self.scales.smallest()
 
     @property

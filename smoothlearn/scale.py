@@ -16,7 +16,17 @@ The forms, shared by all rows of one Scale:
 * rotated: ``basis`` of shape ``(m, d, k)`` with orthonormal columns ``U_i``,
   ``values`` of shape ``(m, k)`` and ``rest`` of shape ``(m,)``:
   ``S_i = U_i diag(values[i]) U_i^T + rest[i] (I - U_i U_i^T)`` (``k = d`` is
-  a full rotation, with no complement).
+  a full rotation, with no complement);
+* rotated in a diagonal frame: a rotated scale with ``frame`` of shape
+  ``(m, d)``, ``S_i = F_i R_i F_i`` with ``F_i = diag(frame[i])`` and ``R_i``
+  the rotated scale above. With ``values = rest = 1`` it is the diagonal
+  scale ``frame**2``: RANCER's rank-k directions on top of ANCER's diagonal
+  (the issue's "whitened" form ``D^1/2 (I + U diag(s - 1) U^T) D^1/2``, with
+  ``D = frame**2``; the frame holds ``D``'s square root so that float32
+  rounding leaves the run and the recorded scale the same). Its inverse,
+  volume and noise are closed-form, O(d k); its extreme singular values are
+  bounded (``min(F)^2 lambda_min(R)`` below, ``max(F)^2 lambda_max(R)``
+  above), each on the side that keeps a certificate sound.
 
 Arrays are numpy, or torch tensors for what the engine and the optimisers
 compute (:meth:`noise`, :meth:`perturb`, :meth:`shared_parts`); the arithmetic
@@ -30,7 +40,12 @@ __all__ = ["Scale"]
 #: Names of a Scale's arrays where they are stored apart: keyword arguments of
 #: :class:`~smoothlearn.regions.Certificates` and the fields of a checkpoint
 #: log's rows.
-FIELDS = {"values": "scale", "basis": "basis", "rest": "scale_rest"}
+FIELDS = {
+    "values": "scale",
+    "basis": "basis",
+    "rest": "scale_rest",
+    "frame": "scale_frame",
+}
 
 
 class Scale:
@@ -49,6 +64,10 @@ class Scale:
         ``offset + S z``, centred at ``x + offset``; the certified region stays
         centred at ``x``. Carried from a strategy to the engine, never into a
         certificate.
+    frame : array of shape (m, d), default=None
+        A rotated scale's diagonal frame: ``S_i = diag(frame[i]) R_i
+        diag(frame[i])`` with ``R_i`` the rotated scale of ``values``,
+        ``basis`` and ``rest``.
 
     Examples
     --------
@@ -61,16 +80,20 @@ class Scale:
     #: Names of the arrays where they are stored apart (:meth:`fields`).
     FIELD_NAMES = tuple(FIELDS.values())
 
-    # pickles of an earlier version hold no offset
+    # pickles of an earlier version hold no offset and no frame
     offset = None
+    frame = None
 
-    def __init__(self, values, basis=None, rest=None, offset=None):
+    def __init__(self, values, basis=None, rest=None, offset=None, frame=None):
         if (basis is None) != (rest is None):
             raise ValueError("a rotated scale needs both basis and rest")
+        if frame is not None and basis is None:
+            raise ValueError("a diagonal frame belongs to a rotated scale")
         self.values = values
         self.basis = basis
         self.rest = rest
         self.offset = offset
+        self.frame = frame
 
     # ------------------------------------------------------------ the form
     @property
@@ -84,7 +107,12 @@ class Scale:
         return len(self.values)
 
     def _arrays(self):
-        return {"values": self.values, "basis": self.basis, "rest": self.rest}
+        return {
+            "values": self.values,
+            "basis": self.basis,
+            "rest": self.rest,
+            "frame": self.frame,
+        }
 
     def map(self, function, *, offset=True):
         """A Scale of ``function(array)`` for each of its arrays (the offset too,
@@ -101,13 +129,14 @@ class Scale:
 
     def fields(self):
         """The arrays under their stored names (``scale``, ``basis``,
-        ``scale_rest``), Nones left out; the offset is not a region's."""
+        ``scale_rest``, ``scale_frame``), Nones left out; the offset is not a
+        region's."""
         return {FIELDS[k]: a for k, a in self._arrays().items() if a is not None}
 
     @classmethod
-    def from_fields(cls, scale, basis=None, scale_rest=None):
+    def from_fields(cls, scale, basis=None, scale_rest=None, scale_frame=None):
         """The Scale whose :meth:`fields` are these."""
-        return cls(scale, basis, scale_rest)
+        return cls(scale, basis, scale_rest, frame=scale_frame)
 
     @classmethod
     def concatenate(cls, parts):
@@ -178,6 +207,8 @@ class Scale:
             raise ValueError("basis must be (n, d, k) with scale (n, k)")
         if self.rest.shape != (n_rows,):
             raise ValueError("a rotated scale needs scale_rest of shape (n,)")
+        if self.frame is not None and self.frame.shape != (n_rows, n_features):
+            raise ValueError("a diagonal frame must have shape (n, d)")
 
     def with_isotropic(self, rows, values):
         """Rows ``rows`` replaced by isotropic ``values`` (shape ``(len(rows),)``),
@@ -186,32 +217,48 @@ class Scale:
         values = np.asarray(values, dtype=np.float64)
         new = np.array(self.values, copy=True)
         new[rows] = values if self.kind == "isotropic" else values[:, None]
-        rest = None
+        rest = frame = None
         if self.rest is not None:
             rest = np.array(self.rest, copy=True)
             rest[rows] = values
-        return Scale(new, self.basis, rest, self.offset)
+        if self.frame is not None:
+            frame = np.array(self.frame, copy=True)
+            frame[rows] = 1.0
+        return Scale(new, self.basis, rest, self.offset, frame)
 
     # -------------------------------------------------------------- facts
     def _has_complement(self):
         return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
 
     def smallest(self):
-        """Smallest singular value of each ``S_i``, shape (m,)."""
+        """Smallest singular value of each ``S_i``, shape (m,).
+
+        In a diagonal frame a lower bound, ``min(F_i)^2`` times ``R_i``'s
+        (``S = F R F`` with ``R >= lambda_min(R) I``): the sound side for an
+        inscribed radius.
+        """
         if self.kind == "isotropic":
             return np.array(self.values, dtype=np.float64)
         smallest = self.values.min(axis=1)
         if self._has_complement():
             smallest = np.minimum(smallest, self.rest)
+        if self.frame is not None:
+            smallest = smallest * self.frame.min(axis=1) ** 2
         return smallest
 
     def largest(self):
-        """Largest singular value of each ``S_i``, shape (m,)."""
+        """Largest singular value of each ``S_i``, shape (m,).
+
+        In a diagonal frame an upper bound, ``max(F_i)^2`` times ``R_i``'s:
+        the sound side for a circumscribed radius.
+        """
         if self.kind == "isotropic":
             return np.array(self.values, dtype=np.float64)
         largest = self.values.max(axis=1)
         if self._has_complement():
             largest = np.maximum(largest, self.rest)
+        if self.frame is not None:
+            largest = largest * self.frame.max(axis=1) ** 2
         return largest
 
     def geometric_mean(self, n_features):
@@ -221,23 +268,33 @@ class Scale:
         log_sum = np.log(self.values).sum(axis=1)
         if self.kind == "rotated":
             log_sum = log_sum + (n_features - self.basis.shape[2]) * np.log(self.rest)
+        if self.frame is not None:  # det(F R F) = det(F)^2 det(R)
+            log_sum = log_sum + 2.0 * np.log(self.frame).sum(axis=1)
         return np.exp(log_sum / n_features)
 
     def apply(self, i, v, power=1.0, factor=1.0):
         """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
 
         ``S_i`` is diagonal in the frame of its basis, so any power is one
-        scaling there.
+        scaling there. In a diagonal frame only powers 1 and -1:
+        ``(F R F)^-1 = F^-1 R^-1 F^-1``.
         """
         v = np.asarray(v, dtype=np.float64)
         if self.kind != "rotated":
             return v * (factor * np.asarray(self.values[i], dtype=np.float64)) ** power
+        frame = None
+        if self.frame is not None:
+            if power not in (1, -1):
+                raise ValueError("a scale in a diagonal frame has powers 1 and -1")
+            frame = np.asarray(self.frame[i], dtype=np.float64) ** power
+            v = v * frame
         u = self.basis[i]
         coef = v @ u
         rest = v - coef @ u.T
-        return (coef * (factor * self.values[i]) ** power) @ u.T + rest * (
+        out = (coef * (factor * self.values[i]) ** power) @ u.T + rest * (
             factor * self.rest[i]
         ) ** power
+        return out if frame is None else out * frame
 
     def dense(self, i, n_features, factor=1.0):
         """Dense ``factor S_i`` (d x d): ``O(d^2)`` memory, for diagnostics."""
@@ -248,6 +305,9 @@ class Scale:
         if self.kind != "rotated":
             semi2 = (factor * np.asarray(self.values[i], dtype=np.float64)) ** 2
             return np.diag(np.broadcast_to(semi2, (n_features,)))
+        if self.frame is not None:
+            dense = self.dense(i, n_features, factor=factor)
+            return dense @ dense
         u = self.basis[i]
         rest2 = (factor * self.rest[i]) ** 2
         return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
@@ -287,7 +347,7 @@ class Scale:
                 return None
             c = float(factor * np.atleast_1d(values)[0]) ** 2
             return c, np.zeros((n_features, 0)), np.zeros(0)
-        if self.basis.shape[2] >= n_features:
+        if self.basis.shape[2] >= n_features or self.frame is not None:
             return None
         c = float(factor * self.rest[i]) ** 2
         semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
@@ -298,10 +358,14 @@ class Scale:
         an orthonormal frame of its eigenvectors, and the map of a vector to
         its coordinates there. A rotated scale's complement is one coordinate
         (the length of the vector's part in it), with semi-axis
-        ``factor * rest``."""
+        ``factor * rest``. In a diagonal frame the eigenvectors are not
+        known in closed form: a dense ``eigh``, O(d^3)."""
         semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
         if self.kind != "rotated":
             return np.broadcast_to(semi, (n_features,)), lambda y: y
+        if self.frame is not None:
+            semi, vectors = np.linalg.eigh(self.dense(i, n_features, factor=factor))
+            return semi, lambda y: vectors.T @ y
         u = self.basis[i]
         k = u.shape[1]
         if k == n_features:
@@ -317,7 +381,8 @@ class Scale:
     def noise(self, z):
         """``S_i z`` for every row ``i`` and draw ``z`` (differentiable with torch).
 
-        For a rotated scale ``r z + U ((s - r) * U^T z)``: O(d k) per draw.
+        For a rotated scale ``r z + U ((s - r) * U^T z)``: O(d k) per draw
+        (in a diagonal frame, ``F`` applied before and after).
 
         Parameters
         ----------
@@ -330,6 +395,11 @@ class Scale:
         if self.kind != "rotated":
             return self.values.reshape(len(self.values), 1, -1) * z[None]
         basis, rest = self.basis, self.rest
+        if self.frame is not None:  # F R F z, per row
+            y = self.frame[:, None] * z[None]  # (m, w, d)
+            coef = (y @ basis) * (self.values - rest[:, None])[:, None]
+            out = rest[:, None, None] * y + coef @ basis.swapaxes(1, 2)
+            return out * self.frame[:, None]
         coef = (basis.swapaxes(1, 2) @ z.T).swapaxes(1, 2)  # (m, w, k): U^T z
         coef = coef * (self.values - rest[:, None])[:, None]
         return rest[:, None, None] * z + coef @ basis.swapaxes(1, 2)
@@ -353,10 +423,12 @@ class Scale:
         ``basis`` (m, d, k) and ``stretch`` (m, k) a low-rank part per row
         (None: none). A linear first layer ``L`` then needs ``L (common * z)``
         once per draw and ``L basis_i`` once per row. None where the rows share
-        no such structure (per-input diagonals).
+        no such structure (per-input diagonals, diagonal frames).
         """
         if self.kind == "isotropic":
             return None, self.values, None, None
+        if self.frame is not None:
+            return None
         if self.kind == "rotated":
             return None, self.rest, self.basis, self.values - self.rest[:, None]
         if bool((self.values == self.values[:1]).all()):
@@ -395,7 +467,9 @@ class Scale:
           shrinks ``s`` and ``r`` by ``1 - 2 Delta / s_min`` with ``Delta =
           max|s - r| (2 e + e^2)``, ``e = ||U - U~||_F``. Then ``||S~^-1
           S_rec|| <= 1`` (Weyl's bound on ``S~``'s smallest singular value), so
-          the recorded region lies inside the one the draws certify.
+          the recorded region lies inside the one the draws certify. In a
+          diagonal frame ``Delta`` carries ``max(F)^2`` and ``s_min`` is
+          :meth:`smallest`'s lower bound.
 
         Returns
         -------
@@ -419,12 +493,16 @@ class Scale:
         q = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
         e = np.linalg.norm(q - basis, axis=(1, 2))
         delta = np.abs(scale - rest[:, None]).max(axis=1) * (2 * e + e**2)
-        full = basis.shape[2] >= basis.shape[1]
-        smallest = scale.min(axis=1) if full else np.minimum(scale.min(axis=1), rest)
+        # a diagonal frame F (the same float32 values run and recorded)
+        # multiplies both sides: ||F (R~ - R) F|| <= max(F)^2 ||R~ - R||, and
+        # smallest() bounds the recorded S's smallest singular value below
+        if run.frame is not None:
+            delta = delta * run.frame.max(axis=1) ** 2
+        smallest = Scale(scale, q, rest, frame=run.frame).smallest()
         if np.any(2 * delta >= smallest):
             raise ValueError(
                 "a rotated scale is too ill-conditioned for float32 noise: its basis "
                 "rounds to columns far from orthonormal"
             )
         shrink = 1.0 - 2.0 * delta / smallest
-        return run, Scale(scale * shrink[:, None], q, rest * shrink)
+        return run, Scale(scale * shrink[:, None], q, rest * shrink, frame=run.frame)

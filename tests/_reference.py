@@ -27,7 +27,21 @@ def covariance(region):
     for j in range(k):
         col = u[:, j]
         m += (semi[j] ** 2 - rest2) * (col * col.T)
-    return m
+    frame = region.form.frame
+    if frame is None:
+        return m
+    # S = F R F: M = F R F F R F, built from T = rho R (m = T T^T, T symmetric)
+    t = _symmetric_root(m)
+    f = mpmath.diag([mpmath.mpf(float(v)) for v in frame[0]])
+    ft = f * t * f
+    return ft * ft.T
+
+
+def _symmetric_root(m):
+    """The symmetric positive square root of an mpmath SPD matrix."""
+    evals, evecs = mpmath.eigsy(m)
+    root = mpmath.diag([mpmath.sqrt(e) for e in evals])
+    return evecs * root * evecs.T
 
 
 def _g_max(ma, mb, diff):

@@ -169,26 +169,38 @@ def test_certificates_record_the_float32_scale_the_engine_ran():
     st.integers(2, 12),
     st.integers(1, 12),
     st.floats(-2.5, 1.5),
+    st.booleans(),
 )
-def test_a_recorded_rotated_region_lies_inside_the_one_run(seed, d, k, log_spread):
-    """The engine runs S~ = r I + U~ diag(s - r) U~^T with the float32 basis U~;
-    the recorded (orthonormal basis, shrunk) S_rec must satisfy
-    ||S~^-1 S_rec|| <= 1, i.e. its region is inside the certified one."""
+def test_a_recorded_rotated_region_lies_inside_the_one_run(
+    seed, d, k, log_spread, framed
+):
+    """The engine runs S~ = r I + U~ diag(s - r) U~^T with the float32 basis U~
+    (in a diagonal frame, F S~ F with the float32 frame); the recorded
+    (orthonormal basis, shrunk) S_rec must satisfy ||S~^-1 S_rec|| <= 1, i.e.
+    its region is inside the certified one."""
     rng = np.random.RandomState(seed)
     k = min(k, d)
     basis = np.linalg.qr(rng.randn(d, k))[0]
     scale = 10 ** rng.uniform(log_spread, 0.5, k)
     rest = 10 ** rng.uniform(log_spread, 0.5)
-    run, rec = Scale(scale[None], basis[None], np.array([rest])).as_run()
+    frame = 10 ** rng.uniform(-1.0, 0.5, (1, d)) if framed else None
+    run, rec = Scale(scale[None], basis[None], np.array([rest]), frame=frame).as_run()
     u_run, s_run, r_run = run.basis[0], run.values[0], run.rest[0]
     assert np.array_equal(u_run, u_run.astype(np.float32))  # float32 values
+    f_run = np.ones(d) if frame is None else run.frame[0]
+    assert np.array_equal(f_run, f_run.astype(np.float32))
     S_run = r_run * np.eye(d) + (u_run * (s_run - r_run)) @ u_run.T
+    S_run = f_run[:, None] * S_run * f_run
     u, s, r = rec.basis[0], rec.values[0], rec.rest[0]
     np.testing.assert_allclose(u.T @ u, np.eye(k), atol=1e-14)
+    f_rec = np.ones(d) if frame is None else rec.frame[0]
+    np.testing.assert_array_equal(f_rec, f_run)  # the frame runs as recorded
     S_rec = r * np.eye(d) + (u * (s - r)) @ u.T
+    S_rec = f_rec[:, None] * S_rec * f_rec
     assert np.linalg.norm(np.linalg.solve(S_run, S_rec), 2) <= 1.0
     # and only just: the shrink is float32's rounding times the spread of scales
     spread = max(s_run.max(), r_run) / min(s_run.min(), r_run)
+    spread *= (f_run.max() / f_run.min()) ** 2
     np.testing.assert_allclose(s, s_run, rtol=1e-5 * spread)
 
 

@@ -1,6 +1,7 @@
 """Property-based tests of the region geometry against a 60-digit reference.
 
-Random isotropic, diagonal, rank-k and dense pairs with semi-axes spanning
+Random isotropic, diagonal, rank-k, dense and framed (rank-k in a diagonal
+frame) pairs with semi-axes spanning
 1e-3..1e2 (condition numbers up to 1e10), placed just inside and just outside
 touching. Soundness (never "disjoint" for intersecting pairs, never a distance
 above the true one) must hold everywhere; tightness only where the reference
@@ -19,10 +20,11 @@ from smoothlearn.geometry import (
     l2_distance_to_ellipsoid,
     support_extent,
 )
+from smoothlearn.scale import Scale
 
 from . import _reference as reference
 
-KINDS = ("isotropic", "diagonal", "rank-k", "dense")
+KINDS = ("isotropic", "diagonal", "rank-k", "dense", "framed")
 
 
 def _region(rng, d, kind, centre):
@@ -33,6 +35,17 @@ def _region(rng, d, kind, centre):
         return Region(centre, 1.0, semi)
     k = d if kind == "dense" else max(1, d // 2)
     basis = np.linalg.qr(rng.randn(d, k))[0]
+    if kind == "framed":  # rank k in a diagonal frame: S = F R F
+        # the frame's square spans 1e-3..1e2 like the other kinds' semi-axes,
+        # R's own scales 0.3..30 on top of it
+        frame = 10 ** rng.uniform(-1.5, 1.0, d)
+        form = Scale(
+            10 ** rng.uniform(-0.5, 1.5, (1, k)),
+            basis[None],
+            np.array([10 ** rng.uniform(-0.5, 0.5)]),
+            frame=frame[None],
+        )
+        return Region(centre, 1.0, form)
     return Region(centre, 1.0, semi[:k], basis=basis, scale_rest=float(semi[-1]))
 
 
@@ -53,13 +66,7 @@ def _near_touching(seed, d, kind_a, kind_b):
     tau = float(reference.touching_distance(a, shape, u))
 
     def at(factor):
-        return Region(
-            a.center + factor * tau * u,
-            1.0,
-            shape.scale,
-            basis=shape.basis,
-            scale_rest=shape.scale_rest,
-        )
+        return Region(a.center + factor * tau * u, 1.0, shape.form)
 
     return a, at
 

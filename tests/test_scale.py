@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from smoothlearn.scale import Scale
 
-FORMS = ("isotropic", "diagonal", "rotated-rank-k", "rotated-full")
+FORMS = ("isotropic", "diagonal", "rotated-rank-k", "rotated-full", "rotated-framed")
 
 
 def random_scale(rng, form, m, d):
@@ -37,6 +37,10 @@ def random_scale(rng, form, m, d):
     )
     if form == "rotated-full":
         rest = values.min(axis=1)  # no complement: rest is not part of S
+    if form == "rotated-framed":  # S = F R F
+        frame = 10 ** rng.uniform(-1, 0.5, (m, d))
+        dense = frame[:, :, None] * dense * frame[:, None, :]
+        return Scale(values, basis, rest, frame=frame), dense
     return Scale(values, basis, rest), dense
 
 
@@ -51,8 +55,23 @@ def test_facts_of_every_form_match_the_dense_matrix(case):
     scale, dense = random_scale(rng, form, 3, d)
     assert scale.kind == form.split("-")[0]
     singular = np.linalg.svd(dense, compute_uv=False)  # descending
-    np.testing.assert_allclose(scale.smallest(), singular[:, -1], rtol=1e-10)
-    np.testing.assert_allclose(scale.largest(), singular[:, 0], rtol=1e-10)
+    framed = form == "rotated-framed"
+    if framed:  # bounds, on the sound side: inside the extremes, never past
+        smallest, largest = scale.smallest(), scale.largest()
+        assert np.all(smallest <= singular[:, -1] * (1 + 1e-12))
+        assert np.all(largest >= singular[:, 0] * (1 - 1e-12))
+        # and exactly min(F)^2 and max(F)^2 times R's extremes
+        r_dense = dense / (scale.frame[:, :, None] * scale.frame[:, None, :])
+        r_singular = np.linalg.svd(r_dense, compute_uv=False)
+        np.testing.assert_allclose(
+            smallest, scale.frame.min(axis=1) ** 2 * r_singular[:, -1], rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            largest, scale.frame.max(axis=1) ** 2 * r_singular[:, 0], rtol=1e-10
+        )
+    else:
+        np.testing.assert_allclose(scale.smallest(), singular[:, -1], rtol=1e-10)
+        np.testing.assert_allclose(scale.largest(), singular[:, 0], rtol=1e-10)
     log_det = np.linalg.slogdet(dense)[1]
     np.testing.assert_allclose(scale.geometric_mean(d), np.exp(log_det / d), rtol=1e-9)
     v = rng.randn(4, d)
@@ -61,9 +80,17 @@ def test_facts_of_every_form_match_the_dense_matrix(case):
         np.testing.assert_allclose(
             scale.apply(i, v, power=-1.0), np.linalg.solve(dense[i], v.T).T, rtol=1e-8
         )
-        np.testing.assert_allclose(
-            scale.apply(i, v, power=2.0, factor=0.5), v @ (0.25 * dense[i] @ dense[i])
-        )
+        if framed:
+            np.testing.assert_allclose(
+                scale.apply(i, v, factor=0.5), v @ (0.5 * dense[i]), atol=1e-12
+            )
+            with pytest.raises(ValueError, match="powers 1 and -1"):
+                scale.apply(i, v, power=2.0)
+        else:
+            np.testing.assert_allclose(
+                scale.apply(i, v, power=2.0, factor=0.5),
+                v @ (0.25 * dense[i] @ dense[i]),
+            )
         covariance = 4.0 * dense[i] @ dense[i]
         np.testing.assert_allclose(
             scale.covariance(i, d, factor=2.0), covariance, rtol=1e-9, atol=1e-12
@@ -93,7 +120,11 @@ def _check_structures(scale, i, d, covariance, rng):
     np.testing.assert_allclose(
         np.linalg.norm(coordinates(y) / semi), np.linalg.norm(whitened), rtol=1e-8
     )
-    # a ball's exact circumscribed and inscribed radii
+    # a ball's exact circumscribed and inscribed radii (bounds in a frame)
+    if scale.frame is not None:
+        assert semi.max() <= 2.0 * scale.largest()[i] * (1 + 1e-12)
+        assert semi.min() >= 2.0 * scale.smallest()[i] * (1 - 1e-12)
+        return
     assert np.isclose(semi.max(), 2.0 * scale.largest()[i], rtol=1e-12)
     assert np.isclose(semi.min(), 2.0 * scale.smallest()[i], rtol=1e-12)
 
@@ -117,8 +148,8 @@ def test_noise_and_first_layer_parts_draw_s_z(case):
         atol=1e-10,
     )
     parts = scale.shared_parts()
-    if parts is None:  # per-input diagonals share nothing
-        assert form == "diagonal"
+    if parts is None:  # per-input diagonals and frames share nothing
+        assert form in ("diagonal", "rotated-framed")
         return
     common, factor, basis, stretch = parts
     shared = z if common is None else z * common
@@ -181,7 +212,7 @@ def test_the_offset_travels_with_the_rows_but_not_into_a_region(form):
     rng = np.random.RandomState(2)
     scale, _ = random_scale(rng, form, 3, 4)
     offset = rng.randn(3, 4)
-    scale = Scale(scale.values, scale.basis, scale.rest, offset=offset)
+    scale = Scale(scale.values, scale.basis, scale.rest, offset, scale.frame)
     np.testing.assert_array_equal(scale[1:].offset, offset[1:])
     assert "offset" not in " ".join(scale.fields())
     run, recorded = scale.as_run()
@@ -197,3 +228,24 @@ def test_scales_check_their_shapes():
         Scale(np.ones((2, 2)), np.zeros((2, 3, 3)), np.ones(2)).check(2, 3)
     with pytest.raises(ValueError, match="both basis and rest"):
         Scale(np.ones((2, 2)), np.zeros((2, 3, 2)))
+
+
+def test_a_frame_is_checked_and_with_unit_scales_is_the_diagonal_it_squares():
+    rng = np.random.RandomState(3)
+    frame = 10 ** rng.uniform(-1, 0.5, (2, 6))
+    basis = np.stack([np.linalg.qr(rng.randn(6, 2))[0] for _ in range(2)])
+    framed = Scale(np.ones((2, 2)), basis, np.ones(2), frame=frame)
+    framed.check(2, 6)
+    diagonal = Scale(frame**2)
+    for i in range(2):
+        np.testing.assert_allclose(framed.dense(i, 6), diagonal.dense(i, 6), atol=1e-12)
+    # RANCER's ANCER candidate: bounds, volume and noise are ANCER's exactly
+    np.testing.assert_allclose(framed.smallest(), diagonal.smallest())
+    np.testing.assert_allclose(framed.largest(), diagonal.largest())
+    np.testing.assert_allclose(framed.geometric_mean(6), diagonal.geometric_mean(6))
+    z = rng.randn(5, 6)
+    np.testing.assert_allclose(framed.noise(z), diagonal.noise(z), atol=1e-12)
+    with pytest.raises(ValueError, match="frame must have shape"):
+        Scale(np.ones((2, 2)), basis, np.ones(2), frame=frame[:, :5]).check(2, 6)
+    with pytest.raises(ValueError, match="belongs to a rotated scale"):
+        Scale(np.ones((2, 6)), frame=frame)
