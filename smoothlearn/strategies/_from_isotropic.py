@@ -4,7 +4,7 @@ import numpy as np
 
 from ._base import BaseStrategy
 from ._soft import better_of
-from ._starts import isotropic_start
+from ._starts import start_once
 from .isotropic_dd import IsotropicDD
 
 __all__ = ["StartsFromIsotropic"]
@@ -54,18 +54,30 @@ class StartsFromIsotropic(BaseStrategy):
         return self.n_iter * self._param("n_draws")
 
     def keep_best(
-        self, network, X, answer, *, sigma, sigma_start, family, bank, offset, p_max
+        self,
+        network,
+        X,
+        answer,
+        *,
+        sigma,
+        sigma_start,
+        family,
+        bank,
+        offset,
+        p_max,
+        starts=(),
     ):
-        """``answer`` or, per input, an isotropic start where that looks better.
+        """``answer`` or, per input, a start where that looks better.
 
         The candidates are the estimator's ``sigma`` (Cohen's smoothing), the
-        isotropic data-dependent ``sigma_start`` and the optimised ``answer``,
-        each in ``answer``'s form, scored by the strategy's own objective
-        ``gap * (gm(S) + kappa * min(S))`` with the gap of the top vote share
-        (capped at ``p_max``) on ``compare_draws`` fresh optimisation-bank
-        rows from ``offset`` (:func:`._soft.better_of`). So
-        the certificate is never worse than its start's, up to Monte Carlo
-        error; ``compare_draws=0`` returns ``answer`` (the paper's method).
+        isotropic data-dependent ``sigma_start``, any further ``starts``
+        (Scales in ``answer``'s form: RANCER's ANCER start) and the optimised
+        ``answer``, scored by the strategy's own objective ``gap * (gm(S) +
+        kappa * min(S))`` with the gap of the top vote share (capped at
+        ``p_max``) on ``compare_draws`` fresh optimisation-bank rows from
+        ``offset`` (:func:`._soft.better_of`). So the certificate is never
+        worse than its starts', up to Monte Carlo error; ``compare_draws=0``
+        returns ``answer`` (the paper's method).
         """
         if not self.compare_draws:
             return answer
@@ -73,6 +85,7 @@ class StartsFromIsotropic(BaseStrategy):
         candidates = [
             answer.with_isotropic(every, np.full(len(X), float(sigma))),
             answer.with_isotropic(every, sigma_start),
+            *starts,
             answer,
         ]
         chosen, _ = better_of(
@@ -93,7 +106,7 @@ class StartsFromIsotropic(BaseStrategy):
         self._validate_params()
         isotropic = self._isotropic()
         isotropic._validate_params()
-        sigma_start = isotropic_start(
+        sigma_start = start_once(
             isotropic, network, X, sigma, family=family, bank=bank, p_max=p_max
         )
         return sigma_start, isotropic.optimisation_rows()

@@ -1,12 +1,13 @@
-"""Isotropic starts computed once per process, whichever strategy asks.
+"""Starts computed once per process, whichever strategy asks.
 
 ANCER, RANCER and RDDRS start from the isotropic data-dependent sigma
 (:meth:`~smoothlearn.strategies.IsotropicDD.optimise`), which ``isotropic_dd``
 itself also computes; it is most of their cost (3.5 of 5.6 s per input for
-ANCER on the built-in Fashion-MNIST CNN). A user comparing strategies, or
+ANCER on the built-in Fashion-MNIST CNN). Rank-k RANCER starts from ANCER's
+answer, which ``ancer`` itself computes. A user comparing strategies, or
 tuning ANCER's ``kappa`` in a grid search, certifies the same inputs with the
 same network and noise bank again and again, and would recompute the same
-start each time. :func:`isotropic_start` keeps the answers of the last
+start each time. :func:`start_once` keeps the answers of the last
 :data:`MAX_STARTS` blocks, keyed by everything the answer depends on:
 
 * the optimiser's class, its ``optimise`` function and its parameters (by
@@ -28,7 +29,7 @@ import numpy as np
 
 from .._checkpoint import network_digest, row_digest
 
-__all__ = ["isotropic_start"]
+__all__ = ["start_once"]
 
 #: Blocks whose isotropic start is kept (a float per input each).
 MAX_STARTS = 1024
@@ -37,7 +38,7 @@ _starts = OrderedDict()
 _lock = threading.Lock()
 
 
-def isotropic_start(optimiser, network, X, sigma, *, family, bank, p_max):
+def start_once(optimiser, network, X, sigma, *, family, bank, p_max):
     """``optimiser.optimise(network, X, sigma, ...)`` from bank row 0, computed
     once per key (see the module's docstring); a fresh copy each call."""
     key = (

@@ -19,7 +19,7 @@ from ._soft import (
     resolve_clip,
     soft_gap,
 )
-from ._starts import isotropic_start
+from ._starts import start_once
 
 __all__ = ["IsotropicDD"]
 
@@ -142,7 +142,7 @@ class IsotropicDD(BaseStrategy):
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         self._validate_params()
-        scale = isotropic_start(
+        scale = start_once(
             self, network, X, sigma, family=family, bank=bank, p_max=p_max
         )
         if not self.compare_draws:
