@@ -1,4 +1,5 @@
-"""The isotropic start is computed once per key, and only where nothing changed."""
+"""Starts (the isotropic sigma, ANCER's answer) are computed once per key, and
+only where nothing changed."""
 
 import numpy as np
 import pytest
@@ -63,6 +64,37 @@ def test_strategies_share_the_start_and_certify_exactly_as_without_it(digits, co
         np.testing.assert_array_equal(alone.scale, cert.scale)
     # once the cache was cleared the first computed them again, for the rest
     assert counting.calls == 20 * 2
+
+
+def test_rank_k_rancer_reuses_ancers_answer_and_certifies_as_without_it(
+    digits, counting, monkeypatch
+):
+    """Rank-k RANCER's frame is ANCER's answer for the same inputs: computed
+    by ``ancer`` certified first, it is not computed again, and RANCER
+    certifies exactly as it does when it computes the answer itself."""
+    X, y = digits
+    calls = []
+    optimise = ANCER.optimise
+
+    def counted(self, network, X, *args, **kwargs):
+        calls.append(len(X))
+        return optimise(self, network, X, *args, **kwargs)
+
+    monkeypatch.setattr(ANCER, "optimise", counted)
+    ancer = ANCER(**FAST_OPTIMISER, isotropic=_fast(counting))
+    clf = fast_classifier(strategy=ancer).fit(X[:300], y[:300])
+    X_test = X[300:320]
+    clf.certify(X_test)
+    assert sum(calls) == 20
+    rancer = RANCER(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3)
+    shared = fresh_copy(clf, strategy=rancer).certify(X_test)
+    assert sum(calls) == 20
+    _starts._starts.clear()
+    alone = fresh_copy(clf, strategy=rancer).certify(X_test)
+    assert sum(calls) == 40
+    assert (alone.scale_frame != 1.0).any()
+    for name in ("label", "radius", "scale", "scale_frame", "basis"):
+        np.testing.assert_array_equal(getattr(alone, name), getattr(shared, name))
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,13 @@ ANCER, RANCER and RDDRS start from the isotropic data-dependent sigma
 (:meth:`~smoothlearn.strategies.IsotropicDD.optimise`), which ``isotropic_dd``
 itself also computes; it is most of their cost (3.5 of 5.6 s per input for
 ANCER on the built-in Fashion-MNIST CNN). Rank-k RANCER starts from ANCER's
-answer, which ``ancer`` itself computes. A user comparing strategies, or
-tuning ANCER's ``kappa`` in a grid search, certifies the same inputs with the
-same network and noise bank again and again, and would recompute the same
-start each time. :func:`start_once` keeps the answers of the last
-:data:`MAX_STARTS` blocks, keyed by everything the answer depends on:
+answer, which ``ancer`` itself computes (both through :class:`AnswerOf`). A
+user comparing strategies, or tuning ANCER's ``kappa`` in a grid search,
+certifies the same inputs with the same network and noise bank again and
+again, and would recompute the same start each time. :func:`start_once`
+keeps the answers of the last :data:`MAX_STARTS` blocks (and at most
+:data:`MAX_BYTES` of them: an ANCER answer is a float per coordinate), keyed
+by everything the answer depends on:
 
 * the optimiser's class, its ``optimise`` function and its parameters (by
   value, :meth:`~smoothlearn.strategies.BaseStrategy.describe`);
@@ -29,10 +31,13 @@ import numpy as np
 
 from .._checkpoint import network_digest, row_digest
 
-__all__ = ["start_once"]
+__all__ = ["AnswerOf", "start_once"]
 
-#: Blocks whose isotropic start is kept (a float per input each).
+#: Blocks whose start is kept (a float per input each for an isotropic start).
 MAX_STARTS = 1024
+#: Bytes of kept starts (1024 blocks of 64 ANCER answers at 784 pixels would
+#: be 411 MB).
+MAX_BYTES = 128 * 2**20
 
 _starts = OrderedDict()
 _lock = threading.Lock()
@@ -72,6 +77,30 @@ def start_once(optimiser, network, X, sigma, *, family, bank, p_max):
     )
     with _lock:
         _starts[key] = np.array(answer, copy=True)
-        while len(_starts) > MAX_STARTS:
+        while len(_starts) > MAX_STARTS or (
+            len(_starts) > 1 and sum(a.nbytes for a in _starts.values()) > MAX_BYTES
+        ):
             _starts.popitem(last=False)
     return answer
+
+
+class AnswerOf:
+    """A strategy's per-coordinate answer as a start for :func:`start_once`.
+
+    ``compute(network, X, sigma=, family=, bank=, p_max=)`` returns the
+    answer, shape (m, d); the key holds the strategy by value, its class and
+    ``compute``'s function (a patched class is a new key).
+    """
+
+    def __init__(self, strategy, compute):
+        self.strategy = strategy
+        self.compute = compute
+
+    def describe(self):
+        function = getattr(self.compute, "__func__", self.compute)
+        return self.strategy.describe(), type(self.strategy), function
+
+    def optimise(self, network, X, sigma, *, family, bank, p_max):
+        return self.compute(
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+        )

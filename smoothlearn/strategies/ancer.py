@@ -20,6 +20,7 @@ from ._soft import (
     tied_min,
     volume_objective,
 )
+from ._starts import AnswerOf, start_once
 
 __all__ = ["ANCER"]
 
@@ -150,6 +151,21 @@ class ANCER(StartsFromIsotropic):
         return theta.detach().reshape(m, d).cpu().numpy().astype(np.float64)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
+        # once per process and inputs: rank-k RANCER builds on this answer
+        theta = start_once(
+            AnswerOf(self, self._answer),
+            network,
+            X,
+            sigma,
+            family=family,
+            bank=bank,
+            p_max=p_max,
+        )
+        return Scale(theta)
+
+    def _answer(self, network, X, *, sigma, family, bank, p_max):
+        """The answer per coordinate, shape (m, d): the optimised ``theta`` or,
+        per input, the start that certifies more (:meth:`keep_best`)."""
         sigma_start, offset = self.isotropic_start(
             network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
         )
@@ -162,7 +178,7 @@ class ANCER(StartsFromIsotropic):
             offset=offset,
             p_max=p_max,
         )
-        return self.keep_best(
+        best = self.keep_best(
             network,
             X,
             Scale(theta),
@@ -173,3 +189,4 @@ class ANCER(StartsFromIsotropic):
             offset=offset + self.optimisation_rows(),
             p_max=p_max,
         )
+        return np.array(best.per_coordinate(X.shape[1]))

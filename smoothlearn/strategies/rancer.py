@@ -10,8 +10,6 @@ from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
 from ._curvature import curvature_basis, hessian_seed, resolve_rank
 from ._from_isotropic import StartsFromIsotropic
-from ._starts import start_once
-from .ancer import ANCER
 from ._soft import (
     COMPARE_DRAWS,
     OPTIMISER_CONSTRAINTS,
@@ -23,6 +21,7 @@ from ._soft import (
     tied_min,
     volume_objective,
 )
+from .ancer import ANCER
 
 __all__ = ["RANCER"]
 
@@ -298,9 +297,9 @@ class RANCER(StartsFromIsotropic):
     ):
         """Rank-k directions on top of ANCER's diagonal (the class docstring)."""
         ancer = self._ancer()
-        theta = start_once(
-            _AnswerOf(ancer), network, X, sigma, family=family, bank=bank, p_max=p_max
-        )
+        theta = ancer.scales(
+            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+        ).values
         # the bank rows ANCER used after the isotropic start: its steps, then
         # its comparison
         offset += ancer.optimisation_rows() + ancer.compare_draws
@@ -332,26 +331,3 @@ class RANCER(StartsFromIsotropic):
             p_max=p_max,
             starts=(ancers,),
         )
-
-
-class _AnswerOf:
-    """A strategy as a start: ``optimise`` is its per-coordinate answer.
-
-    For :func:`._starts.start_once`, which keys a cached answer by the
-    optimiser's class, ``optimise`` function and :meth:`describe`.
-    """
-
-    def __init__(self, strategy):
-        self.strategy = strategy
-
-    def describe(self):
-        # the strategy by value, and the functions that would run (a patched
-        # class is a new key)
-        kind = type(self.strategy)
-        return self.strategy.describe(), kind.scales, kind.optimise
-
-    def optimise(self, network, X, sigma, *, family, bank, p_max):
-        answer = self.strategy.scales(
-            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
-        )
-        return np.asarray(answer.per_coordinate(X.shape[1]), dtype=np.float64)
