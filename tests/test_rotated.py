@@ -1,5 +1,6 @@
 """RANCER and RDDRS: curvature, rotated regions, soundness, rotation equivariance."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -21,7 +22,7 @@ from smoothlearn.strategies._curvature import (
     predicted_labels,
 )
 
-from ._factories import fast_strategy, linear_classifier
+from ._factories import fast_strategy, fresh_copy, linear_classifier
 from .conftest import linear_module
 
 
@@ -338,22 +339,60 @@ def test_rank_k_rancer_stretches_ancers_answer_along_its_directions(digits):
         rancer = clf.set_params(strategy=_paper("rancer", rank=3)).certify(X_test)
     assert rancer.kind == "rotated" and rancer.basis.shape == (16, 64, 3)
     frame, s = rancer.scale_frame, rancer.scale
-    framed = np.ones(len(X_test), dtype=bool)
-    np.testing.assert_allclose(frame[framed] ** 2, ancer.scale[framed], rtol=1e-6)
+    np.testing.assert_allclose(frame**2, ancer.scale, rtol=1e-6)
     # recorded s and r are shrunk by float32's rounding of the basis
     # (Scale.as_run): r = 1 to that rounding
-    np.testing.assert_allclose(rancer.scale_rest[framed], 1.0, rtol=1e-5)
-    assert (s[framed] >= 1.0 - 1e-5).all() and (s[framed] <= 4.0).all()
-    stretched = (s[framed] > 1.01).any(axis=1)
-    assert stretched.any()
+    np.testing.assert_allclose(rancer.scale_rest, 1.0, rtol=1e-5)
+    assert (s >= 1.0 - 1e-5).all() and (s <= 4.0).all()
+    assert (s > 1.01).any()
     u = rancer.basis[0]
     np.testing.assert_allclose(u.T @ u, np.eye(3), atol=1e-12)
-    for i in np.flatnonzero(framed):
-        S = rancer.scale_matrix(i)
+    for i in range(len(X_test)):
         u_r = rancer.basis[i]
         r = rancer.scale_rest[i]
         R = u_r @ np.diag(s[i]) @ u_r.T + r * (np.eye(64) - u_r @ u_r.T)
-        np.testing.assert_allclose(S, frame[i][:, None] * R * frame[i], atol=1e-12)
+        np.testing.assert_allclose(
+            rancer.scale_matrix(i), frame[i][:, None] * R * frame[i], atol=1e-12
+        )
+
+
+def test_framed_regions_go_through_the_memory_a_checkpoint_and_a_pickle(
+    digits, tmp_path
+):
+    """Rank-k RANCER's framed regions, with the memory on: a run resumed from
+    a cut checkpoint log (the first block read back from its rows) and a
+    pickled copy of the certificates give the regions of an uninterrupted
+    run, frame included."""
+    X, y = digits
+    clf = SmoothedClassifier(
+        strategy=_fast("rancer", rank=3),
+        module__hidden_units=(32,),
+        max_epochs=15,
+        lr=0.01,
+        n=1000,
+        n0=50,
+        random_state=0,
+    ).fit(X[:300], y[:300])
+    X_test = X[300:380]  # blocks of 64 and 16
+    reference = fresh_copy(clf).certify(X_test)
+    framed = (reference.scale_frame != 1.0).any(axis=1)
+    assert framed.sum() >= 10  # not all reduced to balls or kept at a start
+    path = tmp_path / "run.jsonl"
+    fresh_copy(clf).certify(X_test, checkpoint=path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[: 1 + 70]) + "\n")
+    resumed_clf = fresh_copy(clf)
+    resumed = resumed_clf.certify(X_test, checkpoint=path)
+    assert resumed_clf.memory_.n_seen_ == len(X_test)
+    for certificates in (resumed, pickle.loads(pickle.dumps(resumed))):
+        for name in ("label", "p_lower", "radius", "reduced", "scale", "scale_frame"):
+            np.testing.assert_array_equal(
+                getattr(certificates, name), getattr(reference, name)
+            )
+        for i in np.flatnonzero(framed)[:3]:
+            np.testing.assert_array_equal(
+                certificates.scale_matrix(i), reference.scale_matrix(i)
+            )
 
 
 def test_auto_rank_is_dense_for_small_inputs_and_k_minus_1_above():
@@ -451,7 +490,8 @@ def test_dense_rddrs_moves_every_log_eigenvalue_by_lr_in_rms_whatever_d():
 def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     """RDDRS steps in A's eigenbasis (the gradient with respect to diag(v) of
     Q U diag(v) U^T Q^T z, products of diagonals) and never forms A or C^1/2;
-    four long steps (eigenvalues apart after the first) must equal rddrs.md eq. 6 written out:
+    four long steps (eigenvalues apart after the first) must equal rddrs.md
+    eq. 6 written out:
     autograd with respect to A itself, ``C^1/2 expm(t C^1/2 G C^1/2) C^1/2``
     by scipy's expm in float64, the band, and again. Tolerance: the step's
     float32 products and its retraction, within 1.3% of expm in each
