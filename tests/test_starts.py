@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from smoothlearn.strategies import ANCER, RANCER, IsotropicDD, _starts
+from smoothlearn.strategies import ANCER, RANCER, RDDRS, IsotropicDD, _starts
 
 from ._factories import FAST_ISOTROPIC, FAST_OPTIMISER, fast_classifier, fresh_copy
 
@@ -42,6 +42,7 @@ def _starting_from(counting):
         _ancer(_fast(counting)),
         _ancer(_fast(counting), kappa=4.0),
         RANCER(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3, compare_draws=0),
+        RDDRS(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3, compare_draws=0),
     )
 
 
@@ -55,7 +56,7 @@ def test_strategies_share_the_start_and_certify_exactly_as_without_it(digits, co
         fresh_copy(clf, strategy=strategy).certify(X_test)
         for strategy in _starting_from(counting)
     ]
-    assert counting.calls == 20  # isotropic_dd's starts served all three
+    assert counting.calls == 20  # isotropic_dd's starts served them all
     _starts._starts.clear()
     for strategy, cert in zip(_starting_from(counting), shared):
         alone = fresh_copy(clf, strategy=strategy).certify(X_test)
@@ -66,12 +67,13 @@ def test_strategies_share_the_start_and_certify_exactly_as_without_it(digits, co
     assert counting.calls == 20 * 2
 
 
-def test_rank_k_rancer_reuses_ancers_answer_and_certifies_as_without_it(
-    digits, counting, monkeypatch
+@pytest.mark.parametrize("kind", [RANCER, RDDRS])
+def test_rank_k_reuses_ancers_answer_and_certifies_as_without_it(
+    digits, counting, monkeypatch, kind
 ):
-    """Rank-k RANCER's frame is ANCER's answer for the same inputs: computed
-    by ``ancer`` certified first, it is not computed again, and RANCER
-    certifies exactly as it does when it computes the answer itself."""
+    """Rank-k RANCER's and RDDRS's frame is ANCER's answer for the same
+    inputs: computed by ``ancer`` certified first, it is not computed again,
+    and they certify exactly as they do when they compute it themselves."""
     X, y = digits
     calls = []
     optimise = ANCER.optimise
@@ -86,7 +88,7 @@ def test_rank_k_rancer_reuses_ancers_answer_and_certifies_as_without_it(
     X_test = X[300:320]
     clf.certify(X_test)
     assert sum(calls) == 20
-    rancer = RANCER(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3)
+    rancer = kind(**FAST_OPTIMISER, isotropic=_fast(counting), rank=3)
     shared = fresh_copy(clf, strategy=rancer).certify(X_test)
     assert sum(calls) == 20
     _starts._starts.clear()

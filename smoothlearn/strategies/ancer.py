@@ -22,7 +22,7 @@ from ._soft import (
 )
 from ._starts import AnswerOf, start_once
 
-__all__ = ["ANCER"]
+__all__ = ["ANCER", "ancer_frame"]
 
 
 class ANCER(StartsFromIsotropic):
@@ -190,3 +190,32 @@ class ANCER(StartsFromIsotropic):
             p_max=p_max,
         )
         return np.array(best.per_coordinate(X.shape[1]))
+
+
+def ancer_frame(strategy, network, X, *, sigma, family, bank, p_max, **params):
+    """The diagonal frame rank-k RANCER and RDDRS build on.
+
+    The square root of ANCER's answer for ``X`` (shape (m, d)), ANCER taking
+    ``strategy``'s ``n_iter``, ``n_draws``, ``kappa``, ``clip``,
+    ``isotropic``, ``compare_draws`` and ``tol`` (``params`` override or add:
+    RANCER's ``lr``, which is ANCER's Adam step too; RDDRS's ``lr`` is a
+    geodesic length, so its ANCER keeps ANCER's). With the defaults these are
+    ANCER's own, and :meth:`ANCER.scales` keeps its answer once per process,
+    so an ``ancer`` certified first has computed it. Also returns the
+    optimisation-bank rows ANCER used after its isotropic start (its steps,
+    then its comparison), which the caller's steps must not reuse.
+    """
+    ancer = ANCER(
+        n_iter=strategy.n_iter,
+        n_draws=strategy._param("n_draws"),
+        kappa=strategy.kappa,
+        clip=strategy.clip,
+        isotropic=strategy.isotropic,
+        compare_draws=strategy.compare_draws,
+        tol=strategy.tol,
+        **params,
+    )
+    theta = ancer.scales(
+        network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
+    ).values
+    return np.sqrt(theta), ancer.optimisation_rows() + ancer.compare_draws

@@ -21,7 +21,7 @@ from ._soft import (
     tied_min,
     volume_objective,
 )
-from .ancer import ANCER
+from .ancer import ancer_frame
 
 __all__ = ["RANCER"]
 
@@ -277,33 +277,21 @@ class RANCER(StartsFromIsotropic):
             p_max=p_max,
         )
 
-    def _ancer(self):
-        """The ANCER whose answer is the frame: this strategy's optimiser
-        settings and start (ANCER's defaults are RANCER's, so an ``ancer``
-        certified first shares the cached answer)."""
-        return ANCER(
-            lr=self.lr,
-            n_iter=self.n_iter,
-            n_draws=self._param("n_draws"),
-            kappa=self.kappa,
-            clip=self.clip,
-            isotropic=self.isotropic,
-            compare_draws=self.compare_draws,
-            tol=self.tol,
-        )
-
     def _on_ancer(
         self, network, X, basis, *, sigma, sigma_start, family, bank, offset, p_max
     ):
         """Rank-k directions on top of ANCER's diagonal (the class docstring)."""
-        ancer = self._ancer()
-        theta = ancer.scales(
-            network, X, sigma=sigma, family=family, bank=bank, p_max=p_max
-        ).values
-        # the bank rows ANCER used after the isotropic start: its steps, then
-        # its comparison
-        offset += ancer.optimisation_rows() + ancer.compare_draws
-        frame = np.sqrt(theta)
+        frame, used = ancer_frame(
+            self,
+            network,
+            X,
+            sigma=sigma,
+            family=family,
+            bank=bank,
+            p_max=p_max,
+            lr=self.lr,
+        )
+        offset += used
         s, _ = self.optimise(
             network,
             X,
