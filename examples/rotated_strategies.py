@@ -7,8 +7,9 @@ RANCER rotates ANCER's diagonal scale into the eigenbasis of the input Hessian
 of the loss; RDDRS optimises a full covariance by Riemannian ascent. Both are
 dense for digits' 64 features; from 256 features on their default
 ``rank="auto"`` keeps K - 1 directions (here 9), and ``rank=k`` asks for k.
-Rank-k RANCER builds on ANCER: ANCER's diagonal answer, stretched along the
-k curvature directions (its regions are ``rotated`` with a ``scale_frame``).
+Rank-k RANCER and RDDRS build on ANCER: ANCER's diagonal answer, stretched
+along the k curvature directions (their regions are ``rotated`` with a
+``scale_frame``).
 
     python examples/rotated_strategies.py
 """

@@ -95,7 +95,7 @@ class RANCER(StartsFromIsotropic):
         +0.09]). ``gamma2=3`` allows quadrupling.
     rank : 'auto', int or None, default='auto'
         None: the full eigenbasis (dense Hessian, as the paper); an int: the
-        top ``rank`` eigenvectors plus an isotropic remainder; ``'auto'``:
+        top ``rank`` eigenvectors on ANCER's diagonal (above); ``'auto'``:
         dense up to 256 input features, ``K - 1`` directions (classes minus
         one, every direction of a ReLU network's curvature) above
         (:func:`~smoothlearn.strategies._curvature.resolve_rank`).
