@@ -487,7 +487,7 @@ def test_dense_rddrs_moves_every_log_eigenvalue_by_lr_in_rms_whatever_d():
     assert 0.4 < ratio < 2.5, moved  # independent of d (was 1/4: sqrt(4/64))
 
 
-@pytest.mark.parametrize("rank", [None, 3])
+@pytest.mark.parametrize("rank", [None, 3, "framed"])
 def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     """RDDRS steps in A's eigenbasis (the gradient with respect to diag(v) of
     Q U diag(v) U^T Q^T z, products of diagonals) and never forms A or C^1/2;
@@ -496,7 +496,9 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     autograd with respect to A itself, ``C^1/2 expm(t C^1/2 G C^1/2) C^1/2``
     by scipy's expm in float64, the band, and again. Tolerance: the step's
     float32 products and its retraction, within 1.3% of expm in each
-    log-eigenvalue (test above)."""
+    log-eigenvalue (test above). ``framed``: rank 3 on a diagonal frame F,
+    ``C = F (Q A Q^T + I - Q Q^T) F`` written out densely, A from I in [1, 4]
+    and no remainder step."""
     import scipy.linalg
 
     from smoothlearn.strategies._soft import (
@@ -514,6 +516,11 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     X = np.random.RandomState(1).randn(m, d).astype(np.float32)
     bank = NoiseBank(0, OPTIMISATION, Gaussian(), d)
     sigma0 = np.array([0.5, 0.3])
+    framed = rank == "framed"
+    rank = 3 if framed else rank
+    frame = None
+    if framed:  # float32 values, as the optimiser runs them
+        frame = np.random.RandomState(2).uniform(0.5, 1.5, (m, d)).astype(np.float32)
     basis = None
     if rank is not None:
         basis = torch.as_tensor(
@@ -522,13 +529,14 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
         )
     strategy = RDDRS(rank=rank, n_iter=4, lr=0.2, tol=None, gamma2=3.0)
     values, vectors, rest = strategy.optimise(
-        network, X, sigma0, family=Gaussian(), bank=bank, basis=basis
+        network, X, sigma0, family=Gaussian(), bank=bank, basis=basis, frame=frame
     )
     ours = (vectors * values[:, None]) @ vectors.transpose(1, 2)
 
     k = d if rank is None else rank
-    A = torch.as_tensor(sigma0)[:, None, None] * torch.eye(k, dtype=torch.float64)
-    r = torch.as_tensor(sigma0, dtype=torch.float64).clone()
+    floor = np.ones(m) if framed else sigma0  # A in units of the frame
+    A = torch.as_tensor(floor)[:, None, None] * torch.eye(k, dtype=torch.float64)
+    r = torch.as_tensor(floor, dtype=torch.float64).clone()
     X_t = network.inputs(X)
     for it in range(4):
         z = optimisation_draws(bank, it, strategy.n_draws, 0, "cpu")
@@ -540,6 +548,13 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             def noise(z):
                 if basis is None:  # C z itself
                     return torch.einsum("nd,med->mne", z, A_sym)
+                if framed:  # F (Q A Q^T + I - Q Q^T) F, dense
+                    F = torch.as_tensor(frame)
+                    inner = torch.eye(d) + basis @ (A_sym - torch.eye(k)) @ (
+                        basis.transpose(1, 2)
+                    )
+                    C = F[:, :, None] * inner * F[:, None, :]
+                    return torch.einsum("nd,med->mne", z, C)
                 return subspace_noise(z, basis, A_sym, r_var)
 
             gap = soft_gap(
@@ -553,11 +568,17 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             eig = torch.linalg.eigvalsh(A_var.double())
             log_volume = torch.log(eig).sum(1)
             scales = eig
-            if k < d:
-                log_volume = log_volume + (d - k) * torch.log(r_var.double())
-                scales = torch.cat([eig, r_var[:, None].double()], 1)
+            if framed:  # det F^2, and Scale.smallest's bound min(F)^2 min(1, A's)
+                F = torch.as_tensor(frame).double()
+                log_volume = log_volume + 2 * torch.log(F).sum(1)
+                smallest = F.min(1).values ** 2 * torch.clamp(tied_min(eig), max=1.0)
+            else:
+                if k < d:
+                    log_volume = log_volume + (d - k) * torch.log(r_var.double())
+                    scales = torch.cat([eig, r_var[:, None].double()], 1)
+                smallest = tied_min(scales)
             objective = volume_objective(
-                gap.double(), log_volume / d, tied_min(scales), strategy.kappa
+                gap.double(), log_volume / d, smallest, strategy.kappa
             )
             grads = torch.autograd.grad(
                 objective.sum(), [A_var, r_var], allow_unused=True
@@ -569,22 +590,24 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             if grads[1] is None
             else grads[1].double() * r
         )
-        length = strategy.lr * (k + (k < d)) ** 0.5
+        moves_rest = k < d and not framed  # in a frame r stays 1
+        g_rest = g_rest * moves_rest
+        length = strategy.lr * (k + moves_rest) ** 0.5
         for i in range(m):
             root = scipy.linalg.sqrtm(A[i].numpy()).real
             M = root @ G[i].numpy() @ root
-            norm = np.sqrt((M**2).sum() + (k < d) * float(g_rest[i]) ** 2)
+            norm = np.sqrt((M**2).sum() + moves_rest * float(g_rest[i]) ** 2)
             step = length / norm
             new = root @ scipy.linalg.expm(step * M) @ root
             w, V = np.linalg.eigh((new + new.T) / 2)
-            w = np.clip(w, sigma0[i], 4 * sigma0[i])
+            w = np.clip(w, floor[i], 4 * floor[i])
             A[i] = torch.as_tensor((V * w) @ V.T)
             moved = float(r[i]) * np.exp(step * float(g_rest[i]))
-            r[i] = float(np.clip(moved, sigma0[i], 4 * sigma0[i]))
+            r[i] = float(np.clip(moved, floor[i], 4 * floor[i]))
     # measured: 0.0021 to 0.0026 apart (the retraction's 1.3% of steps of
     # log-length up to 0.53) where the steps moved A by 0.42 to 0.43; a step
     # that forgets C^1/2 around G lands 0.021 to 0.071 away
-    start = torch.as_tensor(sigma0)[:, None, None] * torch.eye(k, dtype=torch.float64)
+    start = torch.as_tensor(floor)[:, None, None] * torch.eye(k, dtype=torch.float64)
     moved = float((A - start).abs().max())
     assert moved > 0.3
     assert torch.allclose(ours, A, rtol=0, atol=0.015 * moved)
@@ -592,7 +615,7 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     # the answer's basis is orthonormal to float64 rounding, its values in the band
     eye = torch.eye(k, dtype=torch.float64)
     assert torch.allclose(vectors.transpose(1, 2) @ vectors, eye, atol=1e-12)
-    sigma = torch.as_tensor(sigma0)[:, None]
+    sigma = torch.as_tensor(floor)[:, None]
     assert torch.all((values >= sigma) & (values <= 4 * sigma))
 
 

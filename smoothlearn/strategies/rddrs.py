@@ -111,8 +111,8 @@ class RDDRS(StartsFromIsotropic):
     Taylor step (:func:`_spd_exp`: positive definite, within 1.3% of the
     exponential in each eigenvalue, and no eigendecomposition).
     Rotation-equivariant by design: rotating the data and the network
-    rotates ``C`` (dense; the rank-k form below builds on ANCER's axes). Gaussian noise only;
-    data-dependent (memory-based certification).
+    rotates ``C`` (dense; the rank-k form below builds on ANCER's axes).
+    Gaussian noise only; data-dependent (memory-based certification).
 
     ``rank=k``: as rank-k :class:`RANCER`, on top of ANCER's answer ``D``
     (computed once per process and inputs, shared with an ``ancer`` of the
@@ -133,7 +133,8 @@ class RDDRS(StartsFromIsotropic):
     lr : float, default=0.04
         Root-mean-square change of the log-eigenvalues in one step: the step
         is a geodesic of length ``lr sqrt(c)``, ``c`` the number of
-        eigenvalues it moves (k, and one for ``r`` in the rank-k form). It
+        eigenvalues it moves (k; and one for ``r`` where ``optimise`` is given a
+        subspace without a frame). It
         was a geodesic of length ``lr`` whatever ``c`` before, so each
         log-eigenvalue of a dense ``C`` moved by about ``lr / sqrt(d)`` and
         dense ``C`` barely left its start at d = 784 (eigenvalues within 1.2x
