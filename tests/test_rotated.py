@@ -247,11 +247,13 @@ def test_certificates_are_rotation_equivariant(digits):
                 certs.append(clf.certify(X_test @ rotation.T))
         a, b = certs
         both = ~a.abstained & ~b.abstained  # (a borderline p may abstain on one)
-        assert both.sum() >= 5
+        tied_to_axes = name == "ancer" or rank is not None
+        # (the paper's rank-9 rddrs, no comparison, abstains on 4 of 8 here)
+        assert both.sum() >= (3 if tied_to_axes else 5), (name, rank, both.sum())
         np.testing.assert_array_equal(a.label[both], b.label[both])
         differences[name, rank] = np.abs(a.proxy_radius - b.proxy_radius)[both].max()
-        if name == "ancer" or rank is not None:
-            continue  # tied to the axes (checked below)
+        if tied_to_axes:
+            continue  # checked below
         # float32 rounding (in the optimisation too) moves a few votes in 2000
         np.testing.assert_allclose(a.p_lower, b.p_lower, atol=0.01)
         np.testing.assert_allclose(a.proxy_radius, b.proxy_radius, atol=0.02)
@@ -342,8 +344,9 @@ def test_rank_k_stretches_ancers_answer_along_its_directions(name, digits):
     frame, s = rancer.scale_frame, rancer.scale
     np.testing.assert_allclose(frame**2, ancer.scale, rtol=1e-6)
     # recorded s and r are shrunk by float32's rounding of the basis
-    # (Scale.as_run): r = 1 to that rounding
-    np.testing.assert_allclose(rancer.scale_rest, 1.0, rtol=1e-5)
+    # (Scale.as_run): in the band [1, 4] to that rounding
+    r = rancer.scale_rest
+    assert (r >= 1.0 - 1e-5).all() and (r <= 4.0).all()
     assert (s >= 1.0 - 1e-5).all() and (s <= 4.0).all()
     assert (s > 1.01).any()
     u = rancer.basis[0]
@@ -497,8 +500,8 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
     by scipy's expm in float64, the band, and again. Tolerance: the step's
     float32 products and its retraction, within 1.3% of expm in each
     log-eigenvalue (test above). ``framed``: rank 3 on a diagonal frame F,
-    ``C = F (Q A Q^T + I - Q Q^T) F`` written out densely, A from I in [1, 4]
-    and no remainder step."""
+    ``C = F (Q A Q^T + r (I - Q Q^T)) F`` written out densely, A and r from
+    I and 1 in [1, 4]."""
     import scipy.linalg
 
     from smoothlearn.strategies._soft import (
@@ -548,9 +551,10 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             def noise(z):
                 if basis is None:  # C z itself
                     return torch.einsum("nd,med->mne", z, A_sym)
-                if framed:  # F (Q A Q^T + I - Q Q^T) F, dense
+                if framed:  # F (Q A Q^T + r (I - Q Q^T)) F, dense
                     F = torch.as_tensor(frame)
-                    inner = torch.eye(d) + basis @ (A_sym - torch.eye(k)) @ (
+                    r_eye = r_var[:, None, None] * torch.eye(d)
+                    inner = r_eye + basis @ (A_sym - r_eye[:, :k, :k]) @ (
                         basis.transpose(1, 2)
                     )
                     C = F[:, :, None] * inner * F[:, None, :]
@@ -568,15 +572,14 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             eig = torch.linalg.eigvalsh(A_var.double())
             log_volume = torch.log(eig).sum(1)
             scales = eig
-            if framed:  # det F^2, and Scale.smallest's bound min(F)^2 min(1, A's)
+            if k < d:
+                log_volume = log_volume + (d - k) * torch.log(r_var.double())
+                scales = torch.cat([eig, r_var[:, None].double()], 1)
+            smallest = tied_min(scales)
+            if framed:  # det F^2, and Scale.smallest's bound min(F)^2 min(A, r)
                 F = torch.as_tensor(frame).double()
                 log_volume = log_volume + 2 * torch.log(F).sum(1)
-                smallest = F.min(1).values ** 2 * torch.clamp(tied_min(eig), max=1.0)
-            else:
-                if k < d:
-                    log_volume = log_volume + (d - k) * torch.log(r_var.double())
-                    scales = torch.cat([eig, r_var[:, None].double()], 1)
-                smallest = tied_min(scales)
+                smallest = F.min(1).values ** 2 * smallest
             objective = volume_objective(
                 gap.double(), log_volume / d, smallest, strategy.kappa
             )
@@ -590,13 +593,11 @@ def test_rddrs_step_in_the_eigenbasis_is_the_papers_step(rank):
             if grads[1] is None
             else grads[1].double() * r
         )
-        moves_rest = k < d and not framed  # in a frame r stays 1
-        g_rest = g_rest * moves_rest
-        length = strategy.lr * (k + moves_rest) ** 0.5
+        length = strategy.lr * (k + (k < d)) ** 0.5
         for i in range(m):
             root = scipy.linalg.sqrtm(A[i].numpy()).real
             M = root @ G[i].numpy() @ root
-            norm = np.sqrt((M**2).sum() + moves_rest * float(g_rest[i]) ** 2)
+            norm = np.sqrt((M**2).sum() + (k < d) * float(g_rest[i]) ** 2)
             step = length / norm
             new = root @ scipy.linalg.expm(step * M) @ root
             w, V = np.linalg.eigh((new + new.T) / 2)

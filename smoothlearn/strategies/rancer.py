@@ -41,21 +41,23 @@ class RANCER(StartsFromIsotropic):
 
     ``rank=k`` keeps the top-k eigenvectors (Lanczos on Hessian-vector
     products) and builds on ANCER: ANCER's per-coordinate answer ``theta``
-    (an :class:`ANCER` with this strategy's optimiser settings and
-    ``isotropic``, computed once per process and inputs as the isotropic
-    start is, so certifying with ``ancer`` first costs nothing again) is the
-    frame, and ``s`` stretches it along the k directions: ``S = F (U diag(s)
-    U^T + I - U U^T) F`` with ``F = diag(theta)^(1/2)``, which is ANCER's
-    ``diag(theta)`` at ``s = 1`` (the issue's whitened form; a
-    :class:`~smoothlearn.scale.Scale` in a diagonal frame). ``s`` is
-    optimised in units of ``sigma_0`` (``sigma_0 s`` takes the steps and the
-    band) and ANCER's answer is one more candidate of the comparison, so a
-    certificate is never worse than ANCER's by the same rule as its
+    (an :class:`~smoothlearn.strategies.ANCER` with this strategy's optimiser
+    settings and ``isotropic``, computed once per process and inputs as the
+    isotropic start is, so certifying with ``ancer`` first costs nothing
+    again) is the frame, ``s`` stretches it along the k directions and ``r``
+    on their complement: ``S = F (U diag(s) U^T + r (I - U U^T)) F`` with
+    ``F = diag(theta)^(1/2)``, which is ANCER's ``diag(theta)`` at ``s = 1,
+    r = 1`` (the issue's whitened form, with a remainder; a
+    :class:`~smoothlearn.scale.Scale` in a diagonal frame). ``s`` and ``r``
+    are optimised in units of ``sigma_0`` (``sigma_0 s`` takes the steps and
+    the band) and ANCER's answer is one more candidate of the comparison, so
+    a certificate is never worse than ANCER's by the same rule as its
     isotropic starts. O(d k) memory per certificate instead of O(d^2). For
     ReLU networks k = K - 1 (classes minus one) keeps every direction of
-    non-zero curvature. The rank-k form of the paper (one isotropic scale on
-    the complement) is not kept: on Fashion-MNIST it stayed at the isotropic
-    start's level (AC R~ 1.20 against ANCER's 2.23, 500 images).
+    non-zero curvature. Where ANCER's answer is isotropic the form is the
+    earlier rank-k one (one isotropic scale on the complement, from the
+    isotropic start), which on Fashion-MNIST stayed at the isotropic start's
+    level (AC R~ 1.20 against ANCER's 2.23, 500 images).
 
     Parameters
     ----------
@@ -173,9 +175,9 @@ class RANCER(StartsFromIsotropic):
 
         ``sigma_start`` (m,) is each input's isotropic sigma, the centre of
         the clipping band; ``basis`` (m, d, k) the curvature directions. With
-        ``frame`` (m, d), the scale is ``F (U diag(s) U^T + I - U U^T) F``:
-        ``s`` is relative to the frame (1 is the frame's own scale) and ``r``
-        is 1.
+        ``frame`` (m, d), the scale is ``F (U diag(s) U^T + r (I - U U^T)) F``:
+        ``s`` and ``r`` are relative to the frame (1 is the frame's own
+        scale).
         """
         X_t = network.inputs(X)
         n_draws = self._param("n_draws")
@@ -189,10 +191,8 @@ class RANCER(StartsFromIsotropic):
             # log det of the frame's part, and its smallest scale (a constant)
             frame_log_volume = 2.0 * torch.log(frame).sum(dim=1)
             frame_smallest = frame.min(dim=1).values ** 2
-        # columns: k in-basis scales, then the remainder's (none in a frame:
-        # there the remainder is the frame's own, r = 1)
-        columns = k if frame is not None else k + 1
-        theta = sigma0[:, None].repeat(1, columns).requires_grad_(True)
+        # columns: k in-basis scales, then the remainder's
+        theta = sigma0[:, None].repeat(1, k + 1).requires_grad_(True)
         optimiser = torch.optim.Adam([theta], lr=self.lr)
         clip = resolve_clip(self.clip, p_max)
         converging = Convergence(m, self.tol, X_t.device)
@@ -211,13 +211,17 @@ class RANCER(StartsFromIsotropic):
                     noise = Scale(s, moving_basis, rest).noise
                     log_volume = torch.log(s).sum(dim=1) + (d - k) * torch.log(rest)
                     smallest = tied_min(s if k == d else moving)
-                else:  # steps in units of sigma_0; s relative to the frame
-                    s = moving / sigma0[rows, None]
-                    ones = torch.ones_like(s[:, 0])
-                    noise = Scale(s, moving_basis, ones, frame=frame[rows]).noise
-                    log_volume = frame_log_volume[rows] + torch.log(s).sum(dim=1)
-                    # Scale.smallest's bound: min(F)^2 min(1, min s)
-                    smallest = frame_smallest[rows] * torch.clamp(tied_min(s), max=1.0)
+                else:  # steps in units of sigma_0; s, r relative to the frame
+                    relative = moving / sigma0[rows, None]
+                    s, rest = relative[:, :k], relative[:, k]
+                    noise = Scale(s, moving_basis, rest, frame=frame[rows]).noise
+                    log_volume = (
+                        frame_log_volume[rows]
+                        + torch.log(s).sum(dim=1)
+                        + (d - k) * torch.log(rest)
+                    )
+                    # Scale.smallest's bound: min(F)^2 min(s, r)
+                    smallest = frame_smallest[rows] * tied_min(relative)
                 gap = soft_gap(network, X_t[rows], noise, z, family, clip)
                 objective = volume_objective(gap, log_volume / d, smallest, self.kappa)
                 optimiser.zero_grad()
@@ -231,7 +235,7 @@ class RANCER(StartsFromIsotropic):
             converging.freeze(optimiser, theta, converging.record(it, objective))
         theta = theta.detach().double().cpu().numpy()
         if frame is not None:
-            return theta / np.asarray(sigma_start, dtype=np.float64)[:, None], None
+            theta = theta / np.asarray(sigma_start, dtype=np.float64)[:, None]
         return theta[:, :k], theta[:, k]
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
@@ -292,7 +296,7 @@ class RANCER(StartsFromIsotropic):
             lr=self.lr,
         )
         offset += used
-        s, _ = self.optimise(
+        s, rest = self.optimise(
             network,
             X,
             sigma_start,
@@ -304,9 +308,8 @@ class RANCER(StartsFromIsotropic):
             frame=frame,
         )
         basis = basis.double().cpu().numpy()
-        ones = np.ones(len(X))
-        answer = Scale(s, basis, ones, frame=frame)
-        ancers = Scale(np.ones_like(s), basis, ones, frame=frame)
+        answer = Scale(s, basis, rest, frame=frame)
+        ancers = Scale(np.ones_like(s), basis, np.ones(len(X)), frame=frame)
         return self.keep_best(
             network,
             X,

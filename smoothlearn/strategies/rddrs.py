@@ -50,17 +50,19 @@ def _spd_exp(M, bound):
     return (T + T.transpose(-1, -2)) / 2
 
 
-def framed_subspace_noise(z, frame, basis, A):
-    """``F (Q A Q^T + I - Q Q^T) F z`` per input, ``F = diag(frame)``: rank-k
-    RDDRS on ANCER's diagonal while it optimises (``A`` in units of the frame,
-    ``I`` its start).
+def framed_subspace_noise(z, frame, basis, A, rest):
+    """``F (Q A Q^T + r (I - Q Q^T)) F z`` per input, ``F = diag(frame)``:
+    rank-k RDDRS on ANCER's diagonal while it optimises (``A`` and ``r`` in
+    units of the frame, ``I`` and 1 their start).
 
-    z (n, d), frame (m, d), basis (m, d, k), A (m, k, k) -> (m, n, d).
+    z (n, d), frame (m, d), basis (m, d, k), A (m, k, k), rest (m,)
+    -> (m, n, d).
     """
     y = frame[:, None, :] * z[None]
     eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-    coef = torch.einsum("mnd,mdk->mnk", y, basis) @ (A - eye)
-    return (y + torch.einsum("mnk,mdk->mnd", coef, basis)) * frame[:, None, :]
+    coef = torch.einsum("mnd,mdk->mnk", y, basis) @ (A - rest[:, None, None] * eye)
+    out = rest[:, None, None] * y + torch.einsum("mnk,mdk->mnd", coef, basis)
+    return out * frame[:, None, :]
 
 
 def subspace_noise(z, basis, A, rest):
@@ -117,10 +119,12 @@ class RDDRS(StartsFromIsotropic):
     ``rank=k``: as rank-k :class:`RANCER`, on top of ANCER's answer ``D``
     (computed once per process and inputs, shared with an ``ancer`` of the
     same ``n_iter``, ``n_draws``, ``kappa``, ``clip``, ``isotropic``,
-    ``compare_draws`` and ``tol``): ``C = D^1/2 (Q A Q^T + I - Q Q^T) D^1/2``
-    with ``Q`` the top-k eigenvectors of the loss's input Hessian and ``A`` a
-    k x k SPD matrix in units of the frame (start ``I``, eigenvalues in
-    ``[1, 1 + gamma2]``, the same ascent), and ANCER's answer one more
+    ``compare_draws`` and ``tol``): ``C = D^1/2 (Q A Q^T + r (I - Q Q^T))
+    D^1/2`` with ``Q`` the top-k eigenvectors of the loss's input Hessian,
+    ``A`` a k x k SPD matrix and ``r > 0`` in units of the frame (start ``I``
+    and 1, eigenvalues in ``[1, 1 + gamma2]``, the same ascent, ``r`` with
+    the metric of the positive reals ``(dr / r)^2``, weighed as one
+    direction), and ANCER's answer one more
     candidate of the comparison: O(d k) per certificate, never worse than
     ANCER's by the comparison's rule. Our extension; the paper's method is
     ``rank=None`` (a dense d x d ``C``). The earlier rank-k form, ``Q A Q^T +
@@ -133,8 +137,7 @@ class RDDRS(StartsFromIsotropic):
     lr : float, default=0.04
         Root-mean-square change of the log-eigenvalues in one step: the step
         is a geodesic of length ``lr sqrt(c)``, ``c`` the number of
-        eigenvalues it moves (k; and one for ``r`` where ``optimise`` is given a
-        subspace without a frame). It
+        eigenvalues it moves (k, and one for ``r`` in the rank-k form). It
         was a geodesic of length ``lr`` whatever ``c`` before, so each
         log-eigenvalue of a dense ``C`` moved by about ``lr / sqrt(d)`` and
         dense ``C`` barely left its start at d = 784 (eigenvalues within 1.2x
@@ -242,8 +245,8 @@ class RDDRS(StartsFromIsotropic):
         vectors (m, k, k), r)``. ``sigma_start`` (m,), each input's isotropic
         sigma, is the start and the floor of the eigenvalues (the paper's
         sigma*); ``(1 + gamma2)`` times it their ceiling. With ``frame``
-        (m, d) the noise is ``F (Q A Q^T + I - Q Q^T) F z``: ``A`` starts at
-        ``I`` with eigenvalues in ``[1, 1 + gamma2]``, and ``r`` is 1.
+        (m, d) the noise is ``F (Q A Q^T + r (I - Q Q^T)) F z``: ``A`` and
+        ``r`` in units of the frame, from ``I`` and 1, in ``[1, 1 + gamma2]``.
 
         ``A`` is carried as its eigendecomposition ``U diag(v) U^T``, which
         the band's projection computes anyway, and each step is taken in that
@@ -265,7 +268,7 @@ class RDDRS(StartsFromIsotropic):
             frame = torch.as_tensor(frame, dtype=torch.float32, device=X_t.device)
             frame_log_volume = 2.0 * torch.log(frame.double()).sum(dim=1)
             frame_smallest = frame.double().min(dim=1).values ** 2
-        moves_rest = k < d and frame is None
+        moves_rest = k < d
         ceiling = (
             torch.full_like(floor, torch.inf)
             if self.gamma2 is None
@@ -303,7 +306,7 @@ class RDDRS(StartsFromIsotropic):
                     frame_rows = frame[rows]
 
                     def noise(z):
-                        return framed_subspace_noise(z, frame_rows, axes, Y_sym)
+                        return framed_subspace_noise(z, frame_rows, axes, Y_sym, r_var)
 
                 else:
 
@@ -315,16 +318,13 @@ class RDDRS(StartsFromIsotropic):
                 # eigenvalues at the floor are ties: the push of the min term
                 # goes to their whole eigenspace, not to one vector of it
                 scales = values_var
-                if frame is not None:  # Scale.smallest's bound
+                if k < d:
+                    log_volume = log_volume + (d - k) * torch.log(r_var)
+                    scales = torch.cat([values_var, r_var[:, None].double()], dim=1)
+                smallest = tied_min(scales)
+                if frame is not None:  # Scale.smallest's bound: min(F)^2 times
                     log_volume = log_volume + frame_log_volume[rows]
-                    smallest = frame_smallest[rows] * torch.clamp(
-                        tied_min(values_var), max=1.0
-                    )
-                else:
-                    if k < d:
-                        log_volume = log_volume + (d - k) * torch.log(r_var)
-                        scales = torch.cat([values_var, r_var[:, None].double()], dim=1)
-                    smallest = tied_min(scales)
+                    smallest = frame_smallest[rows] * smallest
                 objective = volume_objective(
                     gap.double(), log_volume / d, smallest, self.kappa
                 )
@@ -404,7 +404,8 @@ class RDDRS(StartsFromIsotropic):
         rest = rest.cpu().numpy()
         answer = Scale(values, vectors, rest, frame=frame)
         if frame is not None:  # ANCER's answer, in this form
-            starts = (Scale(np.ones_like(values), vectors, rest, frame=frame),)
+            ones = np.ones(len(X))
+            starts = (Scale(np.ones_like(values), vectors, ones, frame=frame),)
         return self.keep_best(
             network,
             X,
