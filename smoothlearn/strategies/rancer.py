@@ -245,57 +245,20 @@ class RANCER(StartsFromIsotropic):
         X_t = network.inputs(X)
         rank = resolve_rank(self.rank, X.shape[1], network.n_classes)
         _, basis = curvature_basis(network, X_t, rank, seed=hessian_seed(bank))
-        if rank is not None:
-            return self._on_ancer(
+        frame = None
+        starts = ()
+        if rank is not None:  # on ANCER's diagonal (the class docstring)
+            frame, used = ancer_frame(
+                self,
                 network,
                 X,
-                basis,
                 sigma=sigma,
-                sigma_start=sigma_start,
                 family=family,
                 bank=bank,
-                offset=offset,
                 p_max=p_max,
+                lr=self.lr,
             )
-        s, rest = self.optimise(
-            network,
-            X,
-            sigma_start,
-            family=family,
-            bank=bank,
-            offset=offset,
-            p_max=p_max,
-            basis=basis,
-        )
-        rest = s.min(axis=1)  # a full basis has no complement
-        answer = Scale(s, basis.double().cpu().numpy(), rest)
-        return self.keep_best(
-            network,
-            X,
-            answer,
-            sigma=sigma,
-            sigma_start=sigma_start,
-            family=family,
-            bank=bank,
-            offset=offset + self.optimisation_rows(),
-            p_max=p_max,
-        )
-
-    def _on_ancer(
-        self, network, X, basis, *, sigma, sigma_start, family, bank, offset, p_max
-    ):
-        """Rank-k directions on top of ANCER's diagonal (the class docstring)."""
-        frame, used = ancer_frame(
-            self,
-            network,
-            X,
-            sigma=sigma,
-            family=family,
-            bank=bank,
-            p_max=p_max,
-            lr=self.lr,
-        )
-        offset += used
+            offset += used
         s, rest = self.optimise(
             network,
             X,
@@ -308,17 +271,20 @@ class RANCER(StartsFromIsotropic):
             frame=frame,
         )
         basis = basis.double().cpu().numpy()
-        answer = Scale(s, basis, rest, frame=frame)
-        ancers = Scale(np.ones_like(s), basis, np.ones(len(X)), frame=frame)
+        if frame is None:
+            rest = s.min(axis=1)  # a full basis has no complement
+        else:  # ANCER's answer, in this form
+            ones = np.ones(len(X))
+            starts = (Scale(np.ones_like(s), basis, ones, frame=frame),)
         return self.keep_best(
             network,
             X,
-            answer,
+            Scale(s, basis, rest, frame=frame),
             sigma=sigma,
             sigma_start=sigma_start,
             family=family,
             bank=bank,
             offset=offset + self.optimisation_rows(),
             p_max=p_max,
-            starts=(ancers,),
+            starts=starts,
         )
