@@ -141,6 +141,17 @@ class Region:
         """The ball of ``radius`` (in ``norm``) around the centre, as a Region."""
         return Region(self.center, self.rho, radius / self.rho, self.norm)
 
+    def capped(self, radius):
+        """This region with every semi-axis capped at ``radius``, as a Region.
+
+        Inside this region and inside the ``norm`` ball of ``radius`` (an l1
+        cross-polytope's half-widths capped at ``radius`` keep its vertices in
+        that l1 ball), and holding the ball of ``min(radius, inradius)``
+        (:meth:`~smoothlearn.scale.Scale.capped`).
+        """
+        form = self.form.capped(0, self.d, radius / self.rho)
+        return Region(self.center, self.rho, form, self.norm)
+
 
 def contains_point(region, x):
     """Whether ``x`` lies in ``region`` (closed)."""

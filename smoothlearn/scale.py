@@ -226,6 +226,87 @@ class Scale:
             frame[rows] = 1.0
         return Scale(new, self.basis, rest, self.offset, frame)
 
+    def with_rows(self, rows, parts):
+        """Rows ``rows`` replaced by ``parts`` (one-row Scales), a copy: the
+        memory's shrunk regions, written back in this Scale's form.
+
+        An isotropic part is written as :meth:`with_isotropic` writes it (a
+        ball in any form); another part must have this Scale's form and
+        shapes, a rotated one without a frame taking the frame of ones.
+        """
+        arrays = {
+            k: None if a is None else np.array(a, copy=True)
+            for k, a in self._arrays().items()
+        }
+        for i, part in zip(rows, parts):
+            if part.kind == "isotropic":
+                value = float(part.values[0])
+                arrays["values"][i] = value
+                if arrays["rest"] is not None:
+                    arrays["rest"][i] = value
+                if arrays["frame"] is not None:
+                    arrays["frame"][i] = 1.0
+                continue
+            if part.kind != self.kind or part.values.shape[1:] != self.values.shape[1:]:
+                raise ValueError("rows must be written back in the Scale's own form")
+            for name, given in part._arrays().items():
+                if arrays[name] is not None:
+                    arrays[name][i] = 1.0 if given is None else given[0]
+        return Scale(**arrays, offset=self.offset)
+
+    def capped(self, i, n_features, limit):
+        """Row ``i`` with every semi-axis of ``S_i`` capped at ``limit``.
+
+        A one-row Scale ``S'`` with the eigenvectors of ``S_i`` and singular
+        values ``min(lambda_j, limit)``: its region lies inside ``S_i``'s and
+        inside the ball of radius ``limit``, and holds the ball of radius
+        ``min(limit, lambda_min)`` (the memory's reduced region, rancer.md
+        section 3, larger than the paper's ball wherever ``S_i`` is longer
+        than ``limit`` along some axes and shorter along others). Exact (the
+        same axes, ``min`` exact in floating point) for the isotropic,
+        diagonal and rotated forms. In a diagonal frame the axes come from a
+        dense ``eigh`` (O(d^3)): the ``k`` shortest are kept (capped) and the
+        rest of the space takes ``min(limit, lambda_(k+1))``, so the row keeps
+        the form's shapes (a frame of ones), shrunk by a bound on how far the
+        decomposition's rounding could take it outside ``S_i`` (from its
+        residuals, about 1e-13 relative) and a relative margin of 1e-9.
+        """
+        limit = float(limit)
+        if self.kind != "rotated":
+            return Scale(np.minimum(self.values[[i]], limit))
+        if self.frame is None:
+            return Scale(
+                np.minimum(self.values[[i]], limit),
+                self.basis[[i]],
+                np.minimum(self.rest[[i]], limit),
+            )
+        dense = self.dense(i, n_features)
+        lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
+        smallest = float(self.smallest()[i])
+        if not lam[0] > 0.0:  # rounding past a tiny eigenvalue: the ball
+            return Scale(np.array([min(limit, smallest)]))
+        k = min(self.basis.shape[2], n_features)
+        values = np.minimum(lam[:k], limit)
+        rest = min(limit, lam[k]) if k < n_features else values.min()
+        # Containment, from the decomposition's own residuals: with unit v,
+        # e = ||V^T V - I|| and E = S - V diag(lam) V^T, the stored S' (V's
+        # first k columns, r' on the rest) meets ||S' v|| <= ||V g V^T v|| +
+        # r' e, g <= lam gives ||V g V^T v|| <= sqrt((1+e)/(1-e)) (||S v|| +
+        # ||E||), and ||S v|| >= smallest. Frobenius norms bound both
+        # spectral ones; the dense S's own rounding is added to ||E||.
+        eps = np.finfo(np.float64).eps
+        orthogonality = np.linalg.norm(vectors.T @ vectors - np.eye(n_features))
+        residual = np.linalg.norm(dense - (vectors * lam) @ vectors.T)
+        residual += 8 * n_features * eps * float(self.largest()[i])
+        if orthogonality >= 0.5:
+            return Scale(np.array([min(limit, smallest)]))
+        growth = np.sqrt((1 + orthogonality) / (1 - orthogonality))
+        excess = growth * (1 + residual / smallest) + rest * orthogonality / smallest
+        excess *= 1.0 + 1e-9
+        return Scale(
+            values[None] / excess, vectors[None, :, :k], np.array([rest]) / excess
+        )
+
     # -------------------------------------------------------------- facts
     def _has_complement(self):
         return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]

@@ -249,3 +249,67 @@ def test_a_frame_is_checked_and_with_unit_scales_is_the_diagonal_it_squares():
         Scale(np.ones((2, 2)), basis, np.ones(2), frame=frame[:, :5]).check(2, 6)
     with pytest.raises(ValueError, match="belongs to a rotated scale"):
         Scale(np.ones((2, 6)), frame=frame)
+
+
+def _mp_norm_of_inverse_times(dense, other):
+    """``||dense^-1 other||_2`` in 60-digit arithmetic (the containment test
+    of ``E(other)`` in ``E(dense)``)."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        ratio = mpmath.inverse(mpmath.matrix(dense.tolist())) * mpmath.matrix(
+            other.tolist()
+        )
+        singular = mpmath.svd_r(ratio, compute_uv=False)
+        return float(max(singular))
+
+
+@settings(max_examples=120, deadline=None)
+@given(cases, st.floats(0.01, 30.0))
+def test_a_capped_row_lies_in_the_row_and_the_ball_and_holds_the_smaller_ball(
+    case, limit
+):
+    seed, form, d = case
+    rng = np.random.RandomState(seed)
+    scale, dense = random_scale(rng, form, 2, d)
+    capped = scale.capped(1, d, limit)
+    assert len(capped) == 1
+    got = capped.dense(0, d)
+    singular = np.linalg.svd(dense[1], compute_uv=False)  # descending
+    # inside the row's region (60-digit reference on the float64 matrices,
+    # whose own rounding is about 1e-16) and inside the ball
+    assert _mp_norm_of_inverse_times(dense[1], got) <= 1.0 + 1e-12
+    assert np.linalg.svd(got, compute_uv=False).max() <= limit * (1 + 1e-12)
+    assert capped.largest()[0] <= limit * (1 + 1e-12)
+    # holding the ball of min(limit, smallest semi-axis): the papers' reduced
+    # region, with its certified radius, never worse (up to a frame's margin:
+    # 1e-9 and the decomposition's rounding relative to the smallest axis)
+    margin = 1e-8 if form == "rotated-framed" else 1e-12
+    ball = min(limit, singular[-1]) * (1 - margin)
+    assert capped.smallest()[0] >= ball
+    np.testing.assert_allclose(
+        np.linalg.svd(got, compute_uv=False).min(), capped.smallest()[0], rtol=1e-9
+    )
+    assert capped.geometric_mean(d)[0] >= ball
+    exact = np.exp(np.log(np.minimum(singular, limit)).mean())
+    if form == "rotated-framed":  # k shortest axes kept, the rest at most
+        assert capped.geometric_mean(d)[0] <= exact * (1 + 1e-9)
+    else:  # the same axes, each capped
+        np.testing.assert_allclose(capped.geometric_mean(d)[0], exact, rtol=1e-9)
+    # written back, the row reads the same and the others are untouched
+    back = scale.with_rows([1], [capped])
+    np.testing.assert_allclose(back.dense(1, d), got, atol=1e-12)
+    np.testing.assert_allclose(back.dense(0, d), dense[0], atol=1e-12)
+    assert back.kind == scale.kind and scale.equals(
+        random_scale(np.random.RandomState(seed), form, 2, d)[0]
+    )
+
+
+def test_rows_are_written_back_in_their_own_form_only():
+    rng = np.random.RandomState(5)
+    diagonal, _ = random_scale(rng, "diagonal", 2, 3)
+    rotated, _ = random_scale(rng, "rotated-rank-k", 2, 3)
+    with pytest.raises(ValueError, match="own form"):
+        diagonal.with_rows([0], [rotated[:1]])
+    ball = diagonal.with_rows([1], [Scale(np.array([0.4]))])
+    np.testing.assert_array_equal(ball.values[1], [0.4, 0.4, 0.4])
