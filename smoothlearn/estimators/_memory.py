@@ -115,12 +115,12 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         ``D``, so as sound, and it holds the papers' ball (the same certified
         radius) with a larger or equal proxy radius. They differ where the
         region is shorter than ``D`` along some axes and longer along others:
-        on Fashion-MNIST (built-in CNN, first 120 test images, n = 10,000,
-        ``benchmarks/bench_memory_shrink.py``) rank-9 rancer's AC R~ rose
-        from 2.18 to 2.25, rddrs's from 1.94 to 2.16, ANCER's from 2.30 to
-        2.32 (its reductions mostly had inscribed radii past ``D``). A reduced
-        region in a diagonal frame costs a dense ``eigh`` (O(d^3)): the
-        memory's seconds per input rose from 0.42 to 0.82 for rancer there.
+        on Fashion-MNIST (built-in CNN, first 400 test images, n = 10,000,
+        ``benchmarks/bench_memory_shrink.py``) AC R~ rose from 2.24 to 2.30
+        for ANCER, 2.07 to 2.13 for rank-9 rancer and 1.95 to 2.13 for rddrs
+        (whose ACR rose from 1.33 to 1.41). A reduced region in a diagonal
+        frame costs a dense ``eigh`` (O(d^3)): the memory's seconds per input
+        rose from 0.69 to 0.74 for rancer there.
     index : bool, default=True
         Find candidate regions with ball trees over the centres (pruned);
         False compares against every entry (brute force, for benchmarks).
