@@ -9,9 +9,10 @@ these rows are those of ``bench_quality.py`` with the same model, inputs and
 ``n``). Prints, per shrink ("none": before the memory), each strategy's
 certified accuracy at ``bench_quality.RADII``, ACR, AC R~ and the memory's
 reductions, and each strategy against ``ancer`` with paired bootstrap 95%
-intervals. ``--results DIR`` keeps the certificates per chunk of
-``--chunk`` inputs (an interrupted run resumes; a later run with more
-inputs certifies only the new ones).
+intervals (AC R~, ACR, and certified accuracy at ``ACCURACY_AT``).
+``--results DIR`` keeps the certificates per chunk of ``--chunk`` inputs (an
+interrupted run resumes; a later run with more inputs certifies only the new
+ones).
 
     python benchmarks/bench_memory_shrink.py \\
         --dataset /usr/share/datasets/fashion-mnist --images --train 12000 \\
@@ -29,6 +30,9 @@ import numpy as np
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
 from smoothlearn import Certificates, MemoryCertifier, SmoothedClassifier
+
+#: Radii of the certified-accuracy differences against ancer (the issue's)
+ACCURACY_AT = (0.5, 0.75)
 
 
 def certificates(clf, text, X, y, results, chunk):
@@ -134,6 +138,15 @@ def main():
                 )
                 verdict = "" if low <= 0 <= high else " *"
                 line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
+            for t in ACCURACY_AT:  # certified accuracy at an l2 radius
+                mean, low, high = bootstrap_interval(
+                    (r["radius"] >= t).astype(float),
+                    (rows["ancer"]["radius"] >= t).astype(float),
+                    args.boot,
+                    rng,
+                )
+                verdict = "" if low <= 0 <= high else " *"
+                line += f"  acc@{t} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
             print(line, flush=True)
 
 

@@ -120,7 +120,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         for ANCER, 2.07 to 2.13 for rank-9 rancer and 1.95 to 2.13 for rddrs
         (whose ACR rose from 1.33 to 1.41). A reduced region in a diagonal
         frame costs a dense ``eigh`` (O(d^3)): the memory's seconds per input
-        rose from 0.69 to 0.74 for rancer there.
+        rose from 0.14 to 0.18 for rancer there.
     index : bool, default=True
         Find candidate regions with ball trees over the centres (pruned);
         False compares against every entry (brute force, for benchmarks).
