@@ -230,23 +230,22 @@ class Scale:
         """Rows ``rows`` replaced by ``parts`` (one-row Scales), a copy: the
         memory's shrunk regions, written back in this Scale's form.
 
-        An isotropic part is written as :meth:`with_isotropic` writes it (a
-        ball in any form); another part must have this Scale's form and
-        shapes, a rotated one without a frame taking the frame of ones.
+        An isotropic part is a ball, written by :meth:`with_isotropic`; another
+        part must have this Scale's form and shapes, a rotated one without a
+        frame taking the frame of ones.
         """
+        balls = [(i, p) for i, p in zip(rows, parts) if p.kind == "isotropic"]
+        out = self.with_isotropic(
+            [i for i, _ in balls], [float(p.values[0]) for _, p in balls]
+        )
+        others = [(i, p) for i, p in zip(rows, parts) if p.kind != "isotropic"]
+        if not others:
+            return out
         arrays = {
             k: None if a is None else np.array(a, copy=True)
-            for k, a in self._arrays().items()
+            for k, a in out._arrays().items()
         }
-        for i, part in zip(rows, parts):
-            if part.kind == "isotropic":
-                value = float(part.values[0])
-                arrays["values"][i] = value
-                if arrays["rest"] is not None:
-                    arrays["rest"][i] = value
-                if arrays["frame"] is not None:
-                    arrays["frame"][i] = 1.0
-                continue
+        for i, part in others:
             if part.kind != self.kind or part.values.shape[1:] != self.values.shape[1:]:
                 raise ValueError("rows must be written back in the Scale's own form")
             for name, given in part._arrays().items():
@@ -283,8 +282,9 @@ class Scale:
         dense = self.dense(i, n_features)
         lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
         smallest = float(self.smallest()[i])
-        if not lam[0] > 0.0:  # rounding past a tiny eigenvalue: the ball
-            return Scale(np.array([min(limit, smallest)]))
+        ball = Scale(np.array([min(limit, smallest)]))  # where rounding defeats it
+        if not lam[0] > 0.0:
+            return ball
         k = min(self.basis.shape[2], n_features)
         values = np.minimum(lam[:k], limit)
         rest = min(limit, lam[k]) if k < n_features else values.min()
@@ -299,7 +299,7 @@ class Scale:
         residual = np.linalg.norm(dense - (vectors * lam) @ vectors.T)
         residual += 8 * n_features * eps * float(self.largest()[i])
         if orthogonality >= 0.5:
-            return Scale(np.array([min(limit, smallest)]))
+            return ball
         growth = np.sqrt((1 + orthogonality) / (1 - orthogonality))
         excess = growth * (1 + residual / smallest) + rest * orthogonality / smallest
         excess *= 1.0 + 1e-9
