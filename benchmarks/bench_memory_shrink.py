@@ -73,22 +73,24 @@ def row(cert, y):
     }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser, inputs):
+    """The options of a run over the certificates of ``certificates``."""
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--images", action="store_true")
     parser.add_argument("--train", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--inputs", type=int, default=500)
+    parser.add_argument("--inputs", type=int, default=inputs)
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--sigma", type=float, default=0.25)
     parser.add_argument("--boot", type=int, default=2000)
     parser.add_argument("--chunk", type=int, default=20)
-    parser.add_argument("--strategies", nargs="+", default=["ancer", "rancer"])
-    parser.add_argument("--shrinks", nargs="+", default=["ball", "capped"])
     parser.add_argument("--model", default=None, help="joblib file to reuse")
     parser.add_argument("--results", default=None, help="folder of certificates")
-    args = parser.parse_args()
+
+
+def prepared(args):
+    """``(clf, X, y)``: the classifier of ``--model`` (trained and saved there
+    if missing) without a memory, and the first ``--inputs`` test inputs."""
     X_train, y_train, X_test, y_test = load(args.dataset, args.images)
     X, y = X_test[: args.inputs], y_test[: args.inputs]
     if args.model and os.path.exists(args.model):
@@ -101,6 +103,16 @@ def main():
     clf.set_params(sigma=args.sigma, n=args.n, memory=None)
     if args.results:
         os.makedirs(args.results, exist_ok=True)
+    return clf, X, y
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, inputs=500)
+    parser.add_argument("--strategies", nargs="+", default=["ancer", "rancer"])
+    parser.add_argument("--shrinks", nargs="+", default=["ball", "capped"])
+    args = parser.parse_args()
+    clf, X, y = prepared(args)
     raw = {}
     for text in args.strategies:
         raw[text] = certificates(clf, text, X, y, args.results, args.chunk)
