@@ -85,6 +85,13 @@ def run(candidates, y, rule):
     out = {"radius": np.zeros(len(y)), "proxy_radius": np.zeros(len(y))}
     out["correct"] = np.zeros(len(y), dtype=bool)
     out["reduced"], out["second"] = 0, 0
+    # tried: (which, region, reduced, label, proxy radius); other rules prefer
+    # the strategy's candidate (which 0)
+    preferred = {
+        "objective": lambda t: t[4] + KAPPA * t[1].inradius,
+        "proxy": lambda t: t[4],
+        "radius": lambda t: (t[1].inradius, t[4]),
+    }.get(rule, lambda t: -t[0])
     for i in range(len(y)):
         tried = []
         for which, (cert, gap, abstained, offered) in enumerate(candidates):
@@ -97,14 +104,9 @@ def run(candidates, y, rule):
                 tried.append((which, region, reduced, cert.label[i], proxy))
         if rule == "unreduced" and len(tried) == 2 and tried[0][2]:
             tried = tried[1:]  # the strategy's region was cut: ANCER's
-        scores = {
-            "objective": lambda t: t[4] + KAPPA * t[1].inradius,
-            "proxy": lambda t: t[4],
-            "radius": lambda t: (t[1].inradius, t[4]),
-        }.get(rule, lambda t: -t[0])
         if not tried:
             continue
-        which, region, reduced, label, proxy = max(tried, key=scores)
+        which, region, reduced, label, proxy = max(tried, key=preferred)
         memory._store(region, label)
         out["reduced"] += reduced
         out["second"] += which == 1
