@@ -12,6 +12,15 @@
 * ``'smoothadv'`` -- Salman et al. (2019): PGD on the soft smoothed classifier
   inside an l2 ball, then noise augmentation at the adversarial point.
 
+With a denoiser in front of a frozen network (``SmoothedClassifier(denoiser=
+...)``, :mod:`smoothlearn.denoisers`), the method trains the denoiser ``D``
+alone (Salman et al., 2020):
+
+* ``'stability'`` -- cross-entropy of ``f(D(x + S z))`` against the frozen
+  network's own label ``argmax f(x)``: no labels needed;
+* ``'mse'`` -- ``||D(x + S z) - x||^2``, averaged over coordinates;
+* ``'gaussian'`` -- cross-entropy of ``f(D(x + S z))`` against ``y``.
+
 Each is a small estimator-like object (``get_params``/``set_params``), so
 ``GridSearchCV(..., {"training__lbd": [...]})`` works. A method computes the
 loss of one batch, called from skorch's training step on the network's
@@ -25,7 +34,9 @@ skorch reads them), ``sample_noise(shape)`` draws scaled noise ``S z`` of a shap
 whose trailing dimensions are one input's, ``scale`` is the scale tensor,
 ``epoch`` the current training epoch (from 1) and ``criterion`` the network's
 loss of those scores, which noise augmentation uses; the other methods
-are defined on logits by their papers and use cross-entropy.
+are defined on logits by their papers and use cross-entropy. The denoiser's
+objectives (:class:`DenoiserTraining`) also get ``denoise`` (the denoiser)
+and ``classify`` (the frozen network's class scores).
 """
 
 from numbers import Integral, Real
@@ -41,9 +52,12 @@ __all__ = [
     "TRAININGS",
     "BaseTraining",
     "Consistency",
+    "DenoiserMSE",
+    "DenoiserTraining",
     "GaussianAugmentation",
     "MACER",
     "SmoothAdv",
+    "Stability",
     "get_training",
 ]
 
@@ -58,13 +72,35 @@ class BaseTraining(RenamedParamsMixin, BaseEstimator):
 
     _parameter_constraints: dict = {}
 
+    #: What the method can train: ``'network'`` (the base network, no
+    #: denoiser), ``'denoiser'`` (only a denoiser in front of a frozen
+    #: network) or ``'either'``.
+    trains = "network"
+
     def loss(self, forward, X, y, sample_noise, *, family, scale, epoch, criterion):
         """The training loss of one batch (a scalar tensor)."""
         raise NotImplementedError  # abstract
 
-    def check(self):
-        """Validate the parameters (raises ValueError/TypeError)."""
+    def check(self, denoiser=False):
+        """Validate the parameters (raises ValueError/TypeError).
+
+        ``denoiser``: whether a denoiser is trained in front of a frozen
+        network; a method that cannot train what is asked raises ValueError.
+        """
         self._validate_params()
+        name = type(self).__name__
+        if denoiser and self.trains == "network":
+            raise ValueError(
+                f"training {name} trains the base network; with a denoiser only "
+                f"the denoiser is trained: use one of {sorted(DENOISER_TRAININGS)}."
+            )
+        if not denoiser and self.trains == "denoiser":
+            raise ValueError(
+                f"training {name} trains a denoiser in front of a frozen network; "
+                "give SmoothedClassifier a denoiser (denoiser='auto') and a trained "
+                "module, or train the network with one of "
+                f"{sorted(n for n, c in TRAININGS.items() if c.trains != 'denoiser')}."
+            )
 
 
 class GaussianAugmentation(BaseTraining):
@@ -91,12 +127,14 @@ class GaussianAugmentation(BaseTraining):
         "max_multiplier": [Interval(Real, 0, None, closed="neither")],
     }
 
+    trains = "either"
+
     def __init__(self, min_multiplier=1.0, max_multiplier=1.0):
         self.min_multiplier = min_multiplier
         self.max_multiplier = max_multiplier
 
-    def check(self):
-        super().check()
+    def check(self, denoiser=False):
+        super().check(denoiser)
         if self.max_multiplier < self.min_multiplier:
             raise ValueError(
                 f"max_multiplier={self.max_multiplier} is below "
@@ -294,11 +332,102 @@ class SmoothAdv(BaseTraining):
         return F.cross_entropy(forward(noisy), y.repeat_interleave(m))
 
 
+class DenoiserTraining(BaseTraining):
+    """Base class of objectives that train only a denoiser ``D`` in front of a
+    frozen network ``f`` (:mod:`smoothlearn.denoisers`).
+
+    Their :meth:`loss` also gets ``denoise`` (``D``, inputs to inputs) and
+    ``classify`` (``f``'s class scores, as ``forward`` gives them for ``f o
+    D``).
+    """
+
+    trains = "denoiser"
+
+    def loss(
+        self,
+        forward,
+        X,
+        y,
+        sample_noise,
+        *,
+        family,
+        scale,
+        epoch,
+        criterion,
+        denoise,
+        classify,
+    ):
+        """The training loss of one batch (a scalar tensor)."""
+        raise NotImplementedError  # abstract
+
+
+class Stability(DenoiserTraining):
+    """Stability training of a denoiser (Salman et al., 2020)::
+
+        loss = CE(f(D(x + S z)), argmax f(x))
+
+    The frozen network's own label on the clean input is the target, so no
+    labels are needed (``y`` is not used), and ``f o D`` learns to agree with
+    ``f`` where ``f`` is right and wrong alike.
+    """
+
+    def loss(
+        self,
+        forward,
+        X,
+        y,
+        sample_noise,
+        *,
+        family,
+        scale,
+        epoch,
+        criterion,
+        denoise,
+        classify,
+    ):
+        with torch.no_grad():
+            target = classify(X).argmax(dim=1)
+        return criterion(forward(X + sample_noise(X.shape)), target)
+
+
+class DenoiserMSE(DenoiserTraining):
+    """The denoiser's reconstruction error (Salman et al., 2020's MSE)::
+
+        loss = mean over coordinates of (D(x + S z) - x)^2
+
+    Neither labels nor the network are used: the denoiser learns to remove
+    the noise.
+    """
+
+    def loss(
+        self,
+        forward,
+        X,
+        y,
+        sample_noise,
+        *,
+        family,
+        scale,
+        epoch,
+        criterion,
+        denoise,
+        classify,
+    ):
+        return F.mse_loss(denoise(X + sample_noise(X.shape)), X)
+
+
 TRAININGS = {
     "gaussian": GaussianAugmentation,
     "consistency": Consistency,
     "macer": MACER,
     "smoothadv": SmoothAdv,
+    "stability": Stability,
+    "mse": DenoiserMSE,
+}
+
+#: The methods that can train a denoiser in front of a frozen network.
+DENOISER_TRAININGS = {
+    name: cls for name, cls in TRAININGS.items() if cls.trains != "network"
 }
 
 

@@ -35,7 +35,7 @@ def fast_strategy(name, **params):
     return cls(**{**defaults, **params})
 
 
-def fast_classifier(strategy="cohen", **params):
+def fast_classifier(strategy="cohen", *, module=None, **params):
     """A SmoothedClassifier that fits and certifies small data in a second."""
     settings = {
         "sigma": 0.1,
@@ -46,7 +46,7 @@ def fast_classifier(strategy="cohen", **params):
         "lr": 0.01,
         "random_state": 0,
     }
-    return SmoothedClassifier(strategy=strategy, **{**settings, **params})
+    return SmoothedClassifier(module, strategy=strategy, **{**settings, **params})
 
 
 def fresh_copy(clf, **params):

@@ -1,6 +1,8 @@
 """scikit-learn's estimator checks, on every strategy that takes flat inputs."""
 
+import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from torch import nn
 
 from smoothlearn.strategies import STRATEGIES, get_strategy
 
@@ -55,3 +57,66 @@ def test_every_strategy_is_checked_or_excused():
     assert set(STRATEGIES) == set(FLAT_INPUT_STRATEGIES) | (
         set(NOT_CHECKED) - {"MemoryCertifier"}
     )
+
+
+class ThreeClassNetwork(nn.Module):
+    """A "pretrained" network scoring three classes from any number of features,
+    so that scikit-learn's checks, whose data vary in width, can give it to a
+    denoised classifier as its frozen module."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor([1.0, -1.0, 0.5]))
+
+    def forward(self, x):
+        h = x.reshape(len(x), -1)
+        return torch.stack([h.mean(1), h[:, 0], -h[:, -1]], 1) * self.weight
+
+
+FIXED_CLASSES = (
+    "a pretrained network scores a fixed set of classes (three here): on this "
+    "check's data of two (or four) classes fit raises the ValueError that says "
+    "the module must output one score per class"
+)
+
+#: The checks a denoised classifier around a three-class network cannot pass.
+DENOISED_EXPECTED = dict.fromkeys(
+    (
+        "check_classifier_data_not_an_array",
+        "check_classifiers_classes",
+        "check_classifiers_train",
+        "check_dtype_object",
+        "check_estimators_dtypes",
+        "check_estimators_nan_inf",
+        "check_estimators_pickle",
+        "check_fit2d_1feature",
+        "check_fit_check_is_fitted",
+        "check_fit_idempotent",
+        "check_n_features_in",
+        "check_pipeline_consistency",
+    ),
+    FIXED_CLASSES,
+) | {
+    "check_estimators_overwrite_params": (
+        "it compares joblib.hash of each parameter before and after fit, and the "
+        "hash of a torch module differs from its deepcopy's (the pickled bytes of "
+        "its Parameters), so the module parameter always reads as changed; "
+        "tests/test_denoised.py asserts the module is bit-identical after fit"
+    ),
+}
+
+
+@parametrize_with_checks(
+    [
+        fast_classifier(
+            module=ThreeClassNetwork(),
+            denoiser="auto",
+            training=training,
+            max_epochs=3,
+        )
+        for training in ("stability", "mse")
+    ],
+    expected_failed_checks=lambda estimator: DENOISED_EXPECTED,
+)
+def test_sklearn_compatible_with_a_denoiser(estimator, check):
+    check(estimator)

@@ -27,6 +27,7 @@ MODULES = (
     "smoothlearn.blocks",
     "smoothlearn.certify",
     "smoothlearn.first_layer",
+    "smoothlearn.denoisers",
     "smoothlearn.metrics",
     "smoothlearn.inspection",
     "smoothlearn.datasets",

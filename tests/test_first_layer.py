@@ -8,6 +8,7 @@ from torch import nn
 
 from smoothlearn.banks import ESTIMATION, NoiseBank
 from smoothlearn.counting import count_classes
+from smoothlearn.denoisers import DenoisedNetwork, ResidualMLPDenoiser
 from smoothlearn.estimators import MLP, SmallCNN
 from smoothlearn.first_layer import find_first_linear
 from smoothlearn.network import FlatInputNetwork
@@ -42,6 +43,12 @@ def _networks():
     for idiom in IDIOMS:
         yield f"idiom-{idiom}", IdiomMLP(idiom), (3, 2, 2)
     yield "input-batchnorm", InputBatchNorm().eval(), (12,)
+    # denoised smoothing: the residual denoiser's first map, identity stacked
+    for shape in ((12,), (3, 2, 2)):
+        denoiser = ResidualMLPDenoiser(12, hidden_units=(16, 8))
+        nn.init.normal_(denoiser.tail[-1].weight, std=0.3)  # not the identity
+        name = "denoised-" + ("flat" if len(shape) == 1 else "image")
+        yield name, DenoisedNetwork(denoiser, UserMLP(12, 4)), shape
 
 
 #: How an MLP's forward reaches its first layer, as users write it.

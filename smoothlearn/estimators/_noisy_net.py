@@ -12,14 +12,16 @@ from skorch.dataset import unpack_data
 from .._checkpoint import network_digest
 from ..network import FlatInputNetwork, first_output
 from ..noise import get_noise
-from ..training import GaussianAugmentation
+from ..training import DenoiserTraining, GaussianAugmentation
 from ._networks import default_module_for
 
 __all__ = [
+    "DENOISER_PREFIX",
     "NETWORK_PREFIXES",
     "NoisyNeuralNetClassifier",
     "build_noisy_net",
     "certification_network",
+    "is_denoiser_param",
     "is_network_param",
     "outputs_probabilities",
 ]
@@ -35,10 +37,23 @@ NETWORK_PREFIXES = (
     *NeuralNetClassifier.prefixes_,
 )
 
+#: Prefix of the parameters of a denoiser built by the estimator
+#: (``denoiser__hidden_units``): they size the denoiser, not skorch's net.
+DENOISER_PREFIX = "denoiser"
+
 
 def is_network_param(name):
-    """Whether an estimator parameter goes to the network (``<prefix>__<name>``)."""
-    return "__" in name and name.split("__", 1)[0] in NETWORK_PREFIXES
+    """Whether an estimator parameter goes to the network (``<prefix>__<name>``),
+    its denoiser's included."""
+    return "__" in name and name.split("__", 1)[0] in (
+        *NETWORK_PREFIXES,
+        DENOISER_PREFIX,
+    )
+
+
+def is_denoiser_param(name):
+    """Whether an estimator parameter sizes the denoiser (``denoiser__<name>``)."""
+    return name.startswith(f"{DENOISER_PREFIX}__")
 
 
 def build_noisy_net(
@@ -211,6 +226,11 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         return self
 
     def initialize_optimizer(self, *args, **kwargs):
+        if next(self.get_all_learnable_params(), None) is None:
+            # nothing to learn (a frozen network behind a fixed denoiser, used
+            # with max_epochs=0): torch's optimisers refuse an empty list
+            self.optimizer_ = None
+            return self
         super().initialize_optimizer(*args, **kwargs)
         if self.noise_generator is not None and self.generator_lr is not None:
             generator = list(self.noise_generator_.parameters())
@@ -221,6 +241,13 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
                 {"params": generator, "lr": self.generator_lr}
             )
         return self
+
+    def get_all_learnable_params(self):
+        # a frozen network behind a denoiser (requires_grad off) is no
+        # optimiser's business: weight decay would otherwise reach it
+        for name, param in super().get_all_learnable_params():
+            if param.requires_grad:
+                yield name, param
 
     def train_step_single(self, batch, **fit_params):
         self._set_training(True)
@@ -266,6 +293,19 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         training = (
             self.training if self.training is not None else GaussianAugmentation()
         )
+        denoiser_parts = {}
+        if isinstance(training, DenoiserTraining):
+            # the module is a DenoisedNetwork: its two halves, the frozen
+            # network's scores read as forward reads them
+            network = self.module_
+
+            def classify(x):
+                out = first_output(network.classifier(x))
+                if probabilities:
+                    return torch.log(out + torch.finfo(out.dtype).eps)
+                return out
+
+            denoiser_parts = {"denoise": network.denoiser, "classify": classify}
         loss = training.loss(
             forward,
             Xi,
@@ -275,6 +315,7 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
             scale=scale,
             epoch=max(len(self.history), 1),
             criterion=criterion,
+            **denoiser_parts,
         )
         if self.noise_generator is not None:
             # UCAN's variance term: the multipliers' mean, pushed up

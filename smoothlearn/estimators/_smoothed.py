@@ -1,5 +1,6 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
+import copy
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -17,6 +18,7 @@ from ..banks import bank_key
 from ..blocks import BlockResult, run_blocks
 from ..bounds import predict_from_counts
 from ..certify import SmoothingTask
+from ..denoisers import DenoisedNetwork, default_denoiser_for
 from ..network import check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, class_labels, resolve_abstain_label
@@ -32,9 +34,11 @@ from ..utils._sklearn_compat import (
 )
 from ._memory import MemoryCertifier, key_by_smoothing, remembered
 from ._noisy_net import (
+    DENOISER_PREFIX,
     NETWORK_PREFIXES,
     build_noisy_net,
     certification_network,
+    is_denoiser_param,
     is_network_param,
 )
 
@@ -59,6 +63,22 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ``X`` of shape (n_samples, C, H, W). Parameters of the module are set
         as ``module__<name>=value``, as in skorch. An instance is copied, never
         modified; with ``max_epochs=0`` it is used as given (pre-trained).
+        With a ``denoiser``, the trained network (an instance) to certify:
+        it is used frozen, and only the denoiser is trained.
+
+    denoiser : None, 'auto', torch.nn.Module class or instance, default=None
+        Denoised smoothing (Salman et al. 2020): smooth ``module(D(x))``, a
+        denoiser ``D`` in front of the frozen, already trained ``module``, so
+        that a network trained on clean data certifies well
+        (:mod:`smoothlearn.denoisers`). ``fit`` trains only ``D``, with the
+        objective ``training`` names (``'stability'``, ``'mse'`` or
+        ``'gaussian'``), and never modifies ``module`` (weights,
+        ``requires_grad`` flags and train/eval mode stay as they were).
+        ``'auto'`` builds a residual denoiser sized from the data: an MLP for
+        flat inputs, a DnCNN-style CNN for images. A class is built with the
+        ``denoiser__<name>`` parameters; an instance (a fitted ``denoiser_``,
+        say) is copied and trained further. None (the default) smooths
+        ``module`` itself.
 
     strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'rancer', 'rddrs', \
             'ucan_pattern', 'ucan_universal', 'ucan_input'} or BaseStrategy, \
@@ -77,12 +97,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         trains nothing can be changed after ``fit`` with ``set_params``: the
         next ``certify`` uses it on the trained network.
 
-    training : {'gaussian', 'consistency', 'macer', 'smoothadv'} or \
-            BaseTraining, default='gaussian'
+    training : {'gaussian', 'consistency', 'macer', 'smoothadv', 'stability', \
+            'mse'} or BaseTraining, default='gaussian'
         How the base network is trained (:mod:`smoothlearn.training`):
         ``'gaussian'`` is noise augmentation with the estimator's noise family
         and scale (Cohen et al.); ``'consistency'`` (Jeong & Shin), ``'macer'``
-        (Zhai et al.) and ``'smoothadv'`` (Salman et al.) add their terms. An
+        (Zhai et al.) and ``'smoothadv'`` (Salman et al.) add their terms.
+        With a ``denoiser``, how the denoiser is trained: ``'stability'``
+        (cross-entropy against the frozen network's label of the clean input;
+        ``y`` only gives ``classes_``), ``'mse'`` (reconstruction of the clean
+        input) or ``'gaussian'`` (cross-entropy against ``y``). An
         instance's parameters are reachable as ``training__<name>``.
 
     noise : {'gaussian', 'uniform', 'laplace'}, default='gaussian'
@@ -183,7 +207,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     **kwargs
         skorch parameters with a prefix: ``module__*``, ``optimizer__*``,
         ``criterion__*``, ``iterator_train__*``, ``iterator_valid__*``,
-        ``callbacks__*``, ``dataset__*``.
+        ``callbacks__*``, ``dataset__*``; and ``denoiser__*``, the built
+        denoiser's parameters (``denoiser__hidden_units=(512,)``).
 
     Attributes
     ----------
@@ -206,6 +231,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     noise_generator_ : torch.nn.Module or None
         The trained UCAN noise generator (``'ucan_universal'``, ``'ucan_input'``),
         else None. Saved and restored with the estimator (pickle, joblib).
+    denoiser_ : torch.nn.Module or None
+        The trained denoiser (with ``denoiser``), else None: the front of
+        ``net_.module_``, a :class:`~smoothlearn.denoisers.DenoisedNetwork`.
+        Saved and restored with the estimator (pickle, joblib).
     memories_ : dict of str to MemoryCertifier
         The memories of data-dependent certificates, one
         :class:`MemoryCertifier` per smoothing, keyed by the smoothing written
@@ -244,6 +273,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "module": [None, type, torch.nn.Module],
+        "denoiser": [None, StrOptions({"auto"}), type, torch.nn.Module],
         "strategy": [StrOptions(set(STRATEGIES)), HasMethods(["scales"])],
         "training": [StrOptions(set(TRAININGS)), HasMethods(["loss"])],
         "noise": [StrOptions(set(NOISES)), HasMethods(["sample", "gap"])],
@@ -275,6 +305,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self,
         module=None,
         *,
+        denoiser=None,
         strategy="cohen",
         training="gaussian",
         noise="gaussian",
@@ -299,6 +330,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         **kwargs,
     ):
         self.module = module
+        self.denoiser = denoiser
         self.strategy = strategy
         self.training = training
         self.noise = noise
@@ -328,7 +360,23 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ parameters
     def _network_params(self):
+        """The ``<prefix>__<name>`` parameters, the denoiser's included."""
         return {k: getattr(self, k) for k in self._network_param_names}
+
+    def _skorch_params(self):
+        """The ``<prefix>__<name>`` parameters skorch's net takes."""
+        return {
+            k: v for k, v in self._network_params().items() if not is_denoiser_param(k)
+        }
+
+    def _denoiser_params(self):
+        """The ``denoiser__<name>`` parameters, without the prefix."""
+        prefix = len(DENOISER_PREFIX) + 2
+        return {
+            k[prefix:]: v
+            for k, v in self._network_params().items()
+            if is_denoiser_param(k)
+        }
 
     def _check_network_params(self):
         for name in self._network_param_names:
@@ -336,7 +384,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 raise TypeError(
                     f"SmoothedClassifier got an unexpected parameter {name!r}; "
                     f"network parameters take a prefix: "
-                    + ", ".join(f"{p}__" for p in NETWORK_PREFIXES)
+                    + ", ".join(f"{p}__" for p in (*NETWORK_PREFIXES, DENOISER_PREFIX))
                 )
 
     def get_params(self, deep=True):
@@ -422,23 +470,29 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         strategy = get_strategy(self.strategy)
         strategy.check(family, input_shape)
         training = get_training(self.training)
-        training.check()
+        training.check(denoiser=self.denoiser is not None)
+        self._check_denoised_module()
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # skorch has no random_state: seed torch locally so fit is reproducible
         # without touching the caller's global torch RNG.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
+            module = self.module
+            if self.denoiser is not None:
+                # built under the seed (its initial weights) and checked
+                # before any training
+                module = self._denoised_network(X, len(classes))
             # built under the seed too: a strategy's modules (UCAN's generator)
             # take their initial weights when built
             net = build_noisy_net(
-                self.module,
+                module,
                 input_shape,
                 len(classes),
                 family=family,
                 training=training,
                 noise_scale=strategy.training_scale(self.sigma, input_shape),
-                network_params=self._network_params(),
+                network_params=self._skorch_params(),
                 strategy_params=strategy.network_params(input_shape),
                 max_epochs=self.max_epochs,
                 lr=self.lr,
@@ -467,6 +521,93 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.training_ = training
         self.net_ = net
         return self
+
+    def _check_denoised_module(self):
+        """With a denoiser: ``module`` is a trained instance, denoiser settings fit.
+
+        Raises before any work (a model built, a batch trained).
+        """
+        denoiser_params = self._denoiser_params()
+        if self.denoiser is None:
+            if denoiser_params:
+                raise ValueError(
+                    f"denoiser parameters {sorted(denoiser_params)} need a denoiser; "
+                    "got denoiser=None."
+                )
+            return
+        if not isinstance(self.module, torch.nn.Module):
+            got = "None" if self.module is None else f"the class {self.module!r}"
+            raise TypeError(
+                "with a denoiser, module must be a trained torch.nn.Module instance "
+                f"(the network to certify, used frozen); got {got}."
+            )
+        module_params = sorted(
+            k for k in self._network_params() if k.startswith("module__")
+        )
+        if module_params:
+            raise ValueError(
+                f"with a denoiser the module is used as given (frozen); "
+                f"{module_params} would rebuild it."
+            )
+        if denoiser_params and isinstance(self.denoiser, torch.nn.Module):
+            raise ValueError(
+                f"denoiser parameters {sorted(denoiser_params)} size a denoiser that "
+                "the estimator builds: give denoiser='auto' or a class, not an "
+                "instance."
+            )
+
+    def _denoised_network(self, X, n_classes):
+        """The :class:`DenoisedNetwork` ``fit`` trains, checked on ``X[:2]``."""
+        input_shape = tuple(X.shape[1:])
+        params = self._denoiser_params()
+        if isinstance(self.denoiser, torch.nn.Module):
+            denoiser = copy.deepcopy(self.denoiser)
+        else:
+            cls = self.denoiser
+            if isinstance(cls, str):  # 'auto'
+                cls, sizing = default_denoiser_for(input_shape)
+                params = {**sizing, **params}
+            try:
+                denoiser = cls(**params)
+            except TypeError as exc:
+                raise TypeError(f"cannot build the denoiser {cls!r}: {exc}") from None
+            if not isinstance(denoiser, torch.nn.Module):
+                raise TypeError(
+                    f"denoiser must build a torch.nn.Module; {cls!r} gave "
+                    f"{type(denoiser).__name__}."
+                )
+        if self.max_epochs > 0 and not any(
+            p.requires_grad for p in denoiser.parameters()
+        ):
+            raise ValueError(
+                f"the denoiser {type(denoiser).__name__} has no trainable parameters "
+                f"to train for max_epochs={self.max_epochs}."
+            )
+        network = DenoisedNetwork(denoiser, self.module).to(self.device)
+        probe = torch.as_tensor(X[:2], device=self.device)
+        with torch.inference_mode():
+            network.eval()
+            out = network.denoiser(probe)
+        if not isinstance(out, torch.Tensor) or out.shape != probe.shape:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out)
+            raise ValueError(
+                "the denoiser must map inputs to inputs of the same shape: "
+                f"{tuple(probe.shape)} gave {got}."
+            )
+        check_output_size(network, X[:1], n_classes, device=self.device)
+        return network
+
+    @property
+    def denoiser_(self):
+        """The trained denoiser, or None without one (see the class docstring)."""
+        if "net_" not in self.__dict__:
+            raise AttributeError(
+                "'SmoothedClassifier' object has no attribute 'denoiser_' (not fitted)"
+            )
+        # the front of the fitted network itself, not a second reference to it
+        # (skorch pickles its module apart, which would split the two)
+        network = self.net_.module_
+        return network.denoiser if isinstance(network, DenoisedNetwork) else None
 
     # ---------------------------------------------------------- inference
     def _validate_X(self, X):
