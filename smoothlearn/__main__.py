@@ -82,6 +82,7 @@ def _add_radii(parser):
 def _add_common(parser, default_strategies):
     from .noise import NOISES
     from .strategies import STRATEGIES
+    from .training import TRAININGS
 
     data = parser.add_argument_group("data")
     data.add_argument(
@@ -110,7 +111,21 @@ def _add_common(parser, default_strategies):
         "--model",
         help="load a fitted SmoothedClassifier (joblib) instead of training; the "
         "file is updated with the memory of data-dependent strategies after each "
-        "certification, so that later runs stay sound",
+        "certification, so that later runs stay sound. With --denoiser: the "
+        "pretrained network to certify, used frozen (a torch module saved with "
+        "torch.save, or a SmoothedClassifier's file, whose network is taken)",
+    )
+    model.add_argument(
+        "--denoiser",
+        choices=["auto"],
+        help="denoised smoothing: train the built-in denoiser in front of the "
+        "frozen, pretrained network --model names and certify the two together",
+    )
+    model.add_argument(
+        "--training",
+        choices=sorted(TRAININGS),
+        help="how the network (or, with --denoiser, the denoiser) is trained "
+        "(default: gaussian; stability with --denoiser)",
     )
     model.add_argument(
         "--save-model",
@@ -274,7 +289,8 @@ def _fit_or_load(args, data, strategy, own_network=False):
     import joblib
 
     at_start, current = _model_files(args, strategy, own_network)
-    given = None if own_network else args.model
+    # with a denoiser, --model is the frozen network, not a model to update
+    given = None if own_network or args.denoiser else args.model
     save_to = [current] + [p for p in (args.save_model, given) if p and not own_network]
     if args.resume and os.path.exists(at_start):
         # the state the interrupted run began with: replaying its logs through
@@ -299,20 +315,70 @@ def _load_model(path):
 
     from .estimators import SmoothedClassifier
 
-    clf = joblib.load(path)
+    hint = " (a pretrained torch network is certified with --denoiser auto)"
+    try:
+        clf = joblib.load(path)
+    except (OSError, EOFError):
+        raise
+    except Exception as exc:  # pickle's many ways of saying "not mine"
+        raise ValueError(
+            f"{path} is not a SmoothedClassifier saved with joblib ({exc}){hint}"
+        ) from None
     if not isinstance(clf, SmoothedClassifier):
-        raise ValueError(f"{path} does not hold a SmoothedClassifier")
+        raise ValueError(f"{path} does not hold a SmoothedClassifier{hint}")
     return clf
+
+
+def _pretrained_network(args):
+    """The frozen network of ``--denoiser``, from ``--model``."""
+    import torch
+
+    from .estimators import SmoothedClassifier
+
+    if args.model is None:
+        raise ValueError(
+            "--denoiser certifies a network you already have: name it with --model "
+            "(a torch module saved with torch.save(module, path))"
+        )
+    try:
+        network = torch.load(args.model, map_location=args.device, weights_only=False)
+    except Exception:  # not a torch file: a joblib one
+        import joblib
+
+        network = joblib.load(args.model)
+    if isinstance(network, SmoothedClassifier):
+        network = network.net_.module_
+        network = getattr(network, "classifier", network)  # a denoised one's f
+    if not isinstance(network, torch.nn.Module):
+        raise ValueError(
+            f"{args.model} holds no torch module (with --denoiser, --model names the "
+            "pretrained network: torch.save(module, path))"
+        )
+    _log(args, f"loaded the network to certify from {args.model}")
+    return network
+
+
+def _module_params(args):
+    if args.hidden and not args.images:
+        return {"module__hidden_units": args.hidden}
+    return {}
 
 
 def _train(args, data, strategy):
     from .estimators import SmoothedClassifier
 
-    kwargs = {}
-    if args.hidden and not args.images:
-        kwargs["module__hidden_units"] = args.hidden
+    X, y = data.X_train, data.y_train
+    if args.n_train:
+        X, y = X[: args.n_train], y[: args.n_train]
+    kwargs = _module_params(args)
+    if args.denoiser:
+        kwargs = {
+            "module": _pretrained_network(args),
+            "denoiser": args.denoiser,
+        }
     clf = SmoothedClassifier(
         strategy=strategy,
+        training=args.training or ("stability" if args.denoiser else "gaussian"),
         noise=args.noise,
         sigma=args.sigma,
         max_epochs=args.max_epochs,
@@ -321,10 +387,8 @@ def _train(args, data, strategy):
         random_state=args.random_state,
         **kwargs,
     )
-    X, y = data.X_train, data.y_train
-    if args.n_train:
-        X, y = X[: args.n_train], y[: args.n_train]
-    _log(args, f"training on {len(X)} inputs of shape {X.shape[1:]} ...")
+    what = "a denoiser in front of the frozen network on" if args.denoiser else "on"
+    _log(args, f"training {what} {len(X)} inputs of shape {X.shape[1:]} ...")
     start = time.perf_counter()
     clf.fit(X, y)
     _log(args, f"trained in {time.perf_counter() - start:.1f} s")
@@ -453,9 +517,11 @@ def run(args):
             os.path.join(args.out, f"certify_{strategy}.tsv"), cert, y
         )
         results[strategy] = cert
+    denoiser = clf.denoiser_
     header = (
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
+        + ("" if denoiser is None else f" denoiser={type(denoiser).__name__}")
         + (
             ""
             if args.radius_tolerance is None

@@ -353,3 +353,35 @@ def test_a_model_file_keeps_the_memories_another_run_added(tmp_path):
         _save_memories(args, third, [model])
     (memory,) = joblib.load(model).memories_.values()
     assert memory.n_entries_ == 1  # the file is left as it was
+
+
+def test_a_pretrained_network_is_certified_through_a_trained_denoiser(tmp_path, capsys):
+    import joblib
+    import torch
+    from sklearn.datasets import load_digits
+
+    from smoothlearn.__main__ import main
+
+    X, y = load_digits(return_X_y=True)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10)
+    )
+    path = tmp_path / "net.pt"
+    torch.save(net, path)
+    saved = path.read_bytes()
+    out = tmp_path / "results"
+    common = ["--n", "300", "--n0", "30", "--n-test", "10", "-q", "--no-plot"]
+    args = [*common, "--model", str(path), "--denoiser", "auto", "--out", str(out)]
+    assert main([*args, "--max-epochs", "2", "--training", "mse"]) == 0
+    assert "denoiser=ResidualMLPDenoiser" in capsys.readouterr().out
+    assert path.read_bytes() == saved  # the network's file is not a model to update
+    clf = joblib.load(out / "model.joblib")
+    assert type(clf.training_).__name__ == "DenoiserMSE"
+    for p, q in zip(net.parameters(), clf.net_.module_.classifier.parameters()):
+        assert torch.equal(p, q)
+    # a torch network without --denoiser, a denoiser without a network: errors
+    assert main([*common, "--model", str(path), "--out", str(out)]) == 2
+    assert "certified with --denoiser auto" in capsys.readouterr().err
+    assert main([*common, "--denoiser", "auto", "--out", str(out)]) == 2
+    assert "name it with --model" in capsys.readouterr().err
