@@ -17,7 +17,9 @@ In order, the first that applies and passes the numerical check:
   ``(linear, rest)`` with ``self(x) == rest(linear(x))`` for inputs ``x`` as the
   module takes them (``linear`` an ``nn.Linear`` on flattened inputs or an
   ``nn.Conv2d`` on image inputs). It may return None to opt out. The built-in
-  MLP and CNN do. A wrong hook raises rather than giving wrong counts.
+  MLP and CNN do. A hook that takes an argument is given the input shape
+  (:class:`~smoothlearn.denoisers.DenoisedNetwork` uses it to split the network
+  behind its denoiser). A wrong hook raises rather than giving wrong counts.
 * ``nn.Sequential`` whose first layers are ``[nn.Flatten()] + nn.Linear`` or a
   ``nn.Conv2d``: detected without tracing.
 * Any module that ``torch.fx`` can trace, whose input goes only through
@@ -44,6 +46,7 @@ channels-last layout).
 """
 
 import copy
+import inspect
 import itertools
 import logging
 import operator
@@ -393,7 +396,7 @@ def find_first_linear(
     name = type(module).__name__
     hook = getattr(module, "smoothlearn_first_linear", None)
     if callable(hook):
-        split = hook()
+        split = hook(tuple(input_shape)) if _takes_an_argument(hook) else hook()
         if split is None:
             logger.debug("plain path (no first-layer reuse): %s opts out", name)
             return None
@@ -423,6 +426,17 @@ def find_first_linear(
         "plain path (no first-layer reuse) for %s: %s", name, "; ".join(reasons)
     )
     return None
+
+
+def _takes_an_argument(hook):
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        for p in parameters
+    )
 
 
 def _when_faster(found, name, when_faster, device):

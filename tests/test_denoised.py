@@ -447,3 +447,30 @@ def test_behind_a_no_op_denoiser_the_network_certifies_as_it_is(digits, pretrain
     a, b = as_is.certify(X[600:700]), no_op.certify(X[600:700])
     np.testing.assert_array_equal(a.label, b.label)
     assert np.abs(a.p_lower - b.p_lower).max() < 1e-3
+
+
+@pytest.mark.parametrize(
+    "hidden, folded", [((256,), True), ((32, 16), True), ((128,), False)]
+)
+def test_the_network_first_layer_folds_into_the_denoiser_where_it_pays(hidden, folded):
+    """``L D(y) = L y + (L W) a(y) + L c`` behind the residual MLP denoiser: the
+    stacked map holds the network's first layer where ``L W`` costs less per
+    draw than ``W`` then ``L``, and the split reproduces ``f o D`` either way."""
+    from smoothlearn.first_layer import find_first_linear
+
+    torch.manual_seed(0)
+    d = 64 if not folded else 196
+    classifier = nn.Sequential(
+        nn.Flatten(), nn.Linear(d, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
+    denoiser = ResidualMLPDenoiser(d, hidden_units=hidden)
+    nn.init.normal_(denoiser.tail[-1].weight, std=0.1)
+    network = DenoisedNetwork(denoiser, classifier).eval()
+    for shape in ((d,), (1, 14, 14) if d == 196 else (1, 8, 8)):
+        split = find_first_linear(network, shape, d)
+        out = split.linear.out_features
+        assert out == (256 if folded else d) + denoiser.first.out_features
+        x = torch.rand(9, *shape)
+        with torch.no_grad():
+            got = split.rest(split.apply(x.reshape(9, -1)))
+            np.testing.assert_allclose(got, network(x), rtol=1e-4, atol=1e-5)

@@ -44,11 +44,15 @@ def _networks():
         yield f"idiom-{idiom}", IdiomMLP(idiom), (3, 2, 2)
     yield "input-batchnorm", InputBatchNorm().eval(), (12,)
     # denoised smoothing: the residual denoiser's first map, identity stacked
+    # (and, behind the narrow one, the network's first layer folded into the
+    # denoiser's last)
     for shape in ((12,), (3, 2, 2)):
-        denoiser = ResidualMLPDenoiser(12, hidden_units=(16, 8))
-        nn.init.normal_(denoiser.tail[-1].weight, std=0.3)  # not the identity
-        name = "denoised-" + ("flat" if len(shape) == 1 else "image")
-        yield name, DenoisedNetwork(denoiser, UserMLP(12, 4)), shape
+        for hidden in ((16, 8), (16, 4)):
+            denoiser = ResidualMLPDenoiser(12, hidden_units=hidden)
+            nn.init.normal_(denoiser.tail[-1].weight, std=0.3)  # not the identity
+            name = "denoised-" + ("flat" if len(shape) == 1 else "image")
+            name += "-folded" if hidden[-1] == 4 else ""
+            yield name, DenoisedNetwork(denoiser, UserMLP(12, 4)), shape
 
 
 #: How an MLP's forward reaches its first layer, as users write it.
