@@ -371,20 +371,7 @@ class Stability(DenoiserTraining):
     ``f`` where ``f`` is right and wrong alike.
     """
 
-    def loss(
-        self,
-        forward,
-        X,
-        y,
-        sample_noise,
-        *,
-        family,
-        scale,
-        epoch,
-        criterion,
-        denoise,
-        classify,
-    ):
+    def loss(self, forward, X, y, sample_noise, *, criterion, classify, **context):
         with torch.no_grad():
             target = classify(X).argmax(dim=1)
         return criterion(forward(X + sample_noise(X.shape)), target)
@@ -399,20 +386,7 @@ class DenoiserMSE(DenoiserTraining):
     the noise.
     """
 
-    def loss(
-        self,
-        forward,
-        X,
-        y,
-        sample_noise,
-        *,
-        family,
-        scale,
-        epoch,
-        criterion,
-        denoise,
-        classify,
-    ):
+    def loss(self, forward, X, y, sample_noise, *, denoise, **context):
         return F.mse_loss(denoise(X + sample_noise(X.shape)), X)
 
 
