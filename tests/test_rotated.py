@@ -669,3 +669,20 @@ def test_zero_cluster_basis_is_canonical_and_the_pivoted_gram_schmidt(d, seed, d
         np.testing.assert_allclose(V[:, :c], reference, atol=1e-9)
         np.testing.assert_allclose(V.T @ V, np.eye(d), atol=1e-9)
         np.testing.assert_array_equal(V[:, c:], basis[:, c:])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_ritz_pairs_reaching_into_the_zero_cluster_stay_on_the_device():
+    """Rank-k Lanczos on a ReLU network's input Hessian (rank <= K - 1) reaches
+    its null space, a cluster of zero Ritz values; the values it takes from
+    there are made on the Ritz values' device (they were made on the CPU, and
+    rank-9 rancer failed on the GPU on Fashion-MNIST)."""
+    from smoothlearn.strategies._curvature import _top_ritz_pairs
+
+    d = 6
+    theta = torch.tensor([3.0, 1.0, 0.0, 0.0, 0.0, -2.0], device="cuda")
+    ritz = torch.eye(d, device="cuda")
+    krylov = torch.linalg.qr(torch.randn(d, d, device="cuda"))[0].T
+    values, vectors = _top_ritz_pairs(theta, ritz, krylov, 4)
+    assert values.device.type == "cuda" and vectors.shape == (d, 4)
+    assert values.tolist()[:2] == [3.0, 1.0] and values.tolist()[2:] == [0.0, 0.0]

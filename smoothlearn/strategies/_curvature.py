@@ -249,7 +249,7 @@ def _top_ritz_pairs(theta, ritz, krylov, rank):
             norm = v.norm()
             if norm > 0.5:
                 vecs.append(v / norm)
-                vals.append(torch.zeros((), dtype=theta.dtype))
+                vals.append(theta.new_zeros(()))
         # a cluster the Krylov vectors barely touch: its Ritz vectors as they are
         for j in zero[: rank - len(vecs)]:
             vecs.append(ritz[j])
