@@ -128,6 +128,10 @@ def main():
         "--test-size", type=float, default=0.2, help="digits' test split"
     )
     parser.add_argument("--model", default=None, help="joblib file to reuse")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu)")
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="noisy inputs per forward pass"
+    )
     parser.add_argument(
         "--results",
         default=None,
@@ -138,11 +142,15 @@ def main():
     X_train, y_train, X_test, y_test = load(args.dataset, args.images, args.test_size)
     X, y = X_test[: args.inputs], y_test[: args.inputs]
     if args.model and os.path.exists(args.model):
-        clf = joblib.load(args.model).set_params(sigma=args.sigma, n=args.n)
+        clf = joblib.load(args.model).set_params(
+            sigma=args.sigma, n=args.n, batch_size=args.batch_size
+        )
     else:
         clf = SmoothedClassifier(
             sigma=args.sigma,
             n=args.n,
+            batch_size=args.batch_size,
+            device=args.device,
             max_epochs=args.epochs,
             training=parse_spec(args.training, get_training),
             strategy=parse_strategy(args.fit_strategy),
