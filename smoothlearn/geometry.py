@@ -388,11 +388,17 @@ def l2_distance_to_ellipsoid(region, point):
     high = 1.0 / alpha.min()
     while f(high) > 0:
         high *= 4.0
-    lam = brentq(f, 0.0, high, xtol=1e-14, rtol=1e-12, maxiter=500)
+    # the root's scale is the bracket's (1 / alpha): an absolute tolerance
+    # would swallow it for small regions (a ball of radius 1e-3 puts it near
+    # 1e-12 for a point 1e-9 outside)
+    lam = brentq(f, 0.0, high, xtol=1e-15 * high, rtol=1e-12, maxiter=500)
     # y - x* = (2 lam alpha / (1 + 2 lam alpha)) y, coordinate-wise in an
     # orthonormal frame where T is diag(alpha^-1/2)
     normal = 2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y
     norm = float(np.linalg.norm(normal))
+    if not norm > 0.0:
+        # the point is on the boundary to rounding: no distance is certain
+        return 0.0
     bound = (float(normal @ y) - float(np.linalg.norm(normal / np.sqrt(alpha)))) / norm
     rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
     return max(bound - rounding, 0.0)

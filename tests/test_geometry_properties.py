@@ -114,6 +114,33 @@ def test_distance_is_a_tight_lower_bound(seed, d, kind, far):
     assert ours == pytest.approx(exact, rel=1e-9, abs=slack)
 
 
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 5),
+    st.sampled_from(KINDS),
+    st.integers(0, 6),
+    st.integers(6, 16),
+)
+def test_distance_of_points_a_hair_outside_small_regions_is_sound(
+    seed, d, kind, small, hair
+):
+    """A point ``10^-hair`` (relative) outside a region ``10^-small`` times the
+    usual size: the root of the projection's equation then sits far below
+    any fixed absolute tolerance (it raised ZeroDivisionError for a ball of
+    radius 1e-3 and a point 1e-9 outside). The answer must be a sound
+    distance: 0 (abstain or shrink to nothing) up to the exact one."""
+    rng = np.random.RandomState(seed)
+    d = max(d, 2) if kind != "isotropic" else d
+    base = _region(rng, d, kind, np.zeros(d))
+    region = Region(rng.randn(d), 10.0**-small, base.form)
+    u = rng.randn(d)
+    u /= np.linalg.norm(u)
+    edge = 1.0 / np.linalg.norm(region.whiten(u))
+    point = region.center + (1.0 + 10.0**-hair) * edge * u
+    ours = l2_distance_to_ellipsoid(region, point)
+    assert 0.0 <= ours <= float(reference.l2_distance(region, point))
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.sampled_from(KINDS))
 def test_support_function_is_attained_and_never_exceeded(seed, d, kind):
