@@ -177,8 +177,11 @@ class Gaussian(NoiseFamily):
         return gaussian_quantile(u)
 
     def bank_sample(self, n_values, bits):
-        """Box-Muller: per pair of values, one 64-bit word, split into a 31-bit
-        radius and a 32-bit angle.
+        """Box-Muller: per pair of values, two 32-bit words, a radius word and an
+        angle word. The ``n_values // 2`` 64-bit words drawn for the pairs
+        are read as twice as many 32-bit words: the first half are the radius
+        words, the second half the angle words, pair ``i`` taking word ``i``
+        of each half.
 
         With ``t`` a signed 32-bit word, ``u1 = |t + 1/2| 2^-31`` is uniform on
         ``(0, 1)``; ``r^2 = -2 log u1`` is taken in float64 (exact at the
