@@ -271,3 +271,59 @@ def test_a_model_saved_with_split_memories_loads_with_one():
     assert loaded.memories_[key].n_entries_ == 2
     cert = loaded.certify(X2)
     assert cert.label[0] == 0 and not cert.contains(0, X1 - X2)
+
+
+def _fast_rancer(**params):
+    return RANCER(
+        n_iter=20, n_draws=64, isotropic=IsotropicDD(n_iter=40, n_draws=64), **params
+    )
+
+
+@pytest.mark.parametrize("rank", [None, 2, 5])
+def test_rank_auto_and_the_rank_it_resolves_to_share_one_memory(rank):
+    """On 2 features ``rank='auto'`` runs the dense form, as ``rank=None`` does
+    and as any rank of at least 2 does: one smoothing, so one memory, and
+    certificates that record the rank that ran."""
+    clf = slab_classifier(_fast_rancer())
+    first = clf.certify(X1)
+    assert "rank=None" in first.smoothing and "'auto'" not in first.smoothing
+    clf.set_params(strategy=_fast_rancer(rank=rank))
+    cert = clf.certify(X2)
+    assert list(clf.memories_) == [first.smoothing] == [cert.smoothing]
+    (memory,) = clf.memories_.values()
+    assert memory.n_entries_ == (~first.abstained).sum() + (~cert.abstained).sum()
+    if first.label[0] != cert.label[0] and not first.abstained[0]:
+        assert not cert.contains(0, X1 - X2)
+
+
+def test_a_model_saved_with_an_auto_rank_key_loads_under_the_rank_that_ran():
+    """An earlier version kept ``rank='auto'`` and ``rank=None`` apart on the
+    same inputs: on load both are keyed by the rank that ran, and joined."""
+    clf = slab_classifier(_fast_rancer())
+    clf.certify(X1)
+    (key,) = clf.memories_
+    (memory,) = clf.memories_.values()
+    other = slab_classifier(_fast_rancer(rank=None))
+    other.certify(np.array([[0.0, 5.0]], dtype=np.float32))
+    (apart,) = other.memories_.values()
+    clf.memories_ = {key.replace("rank=None", "rank='auto'"): memory, key: apart}
+    with pytest.warns(UserWarning, match="joined"):
+        loaded = pickle.loads(pickle.dumps(clf))
+    assert list(loaded.memories_) == [key]
+    assert loaded.memories_[key].n_entries_ == memory.n_entries_ + apart.n_entries_
+    # alone, an 'auto' key is renamed without a warning
+    clf.memories_ = {key.replace("rank=None", "rank='auto'"): memory}
+    assert list(pickle.loads(pickle.dumps(clf)).memories_) == [key]
+
+
+def test_the_resolved_rank_is_the_rank_that_runs():
+    from smoothlearn.strategies import RDDRS
+    from smoothlearn.strategies._curvature import resolve_rank
+
+    for cls in (RANCER, RDDRS):
+        for rank in ("auto", None, 3, 9, 64, 300, 784):
+            for n_features, n_classes in ((64, 10), (784, 10), (300, 3)):
+                resolved = cls(rank=rank).resolved(n_features, n_classes)
+                assert resolved.rank == resolve_rank(rank, n_features, n_classes)
+                assert resolved.rank == resolve_rank(resolved.rank, n_features, 10)
+    assert ANCER().resolved(64, 10).get_params() == ANCER().get_params()

@@ -1,6 +1,7 @@
 """MemoryCertifier: memory-based certification for data-dependent smoothing."""
 
 import numbers
+import re
 import warnings
 
 import numpy as np
@@ -18,10 +19,11 @@ from ..geometry import (
 from ..noise import get_noise
 from ..regions import Certificates, with_abstentions
 from ..strategies import STRATEGIES
-from ..strategies._base import describe_smoothing
+from ..strategies._base import describe_smoothing, describe_value
+from ..strategies._curvature import resolve_rank
 from ..utils._sklearn_compat import Interval, StrOptions
 
-__all__ = ["MemoryCertifier", "key_by_smoothing", "remembered"]
+__all__ = ["MemoryCertifier", "key_by_smoothing", "remembered", "resolved_rank_key"]
 
 
 def _same_region(a, b):
@@ -460,15 +462,17 @@ def remembered(memories, smoothing):
     return memories[smoothing]
 
 
-def key_by_smoothing(memories):
+def key_by_smoothing(memories, resolve=None):
     """Memories saved by an earlier version, keyed by their smoothing.
 
     Earlier versions keyed each memory by ``(name, ((param, repr), ...), noise,
     repr(sigma))``, which split one smoothing's memory between spellings
-    (``kappa=2`` and ``kappa=2.0``); memories that turn out to be one
-    smoothing's are joined (:meth:`MemoryCertifier._absorb`), so later
-    certificates avoid the regions of all of them. A key that cannot be read is
-    kept, with a warning.
+    (``kappa=2`` and ``kappa=2.0``), and kept rancer's and rddrs's
+    ``rank='auto'`` apart from the rank it resolves to (``resolve`` maps a
+    description to the resolved one, :func:`resolved_rank_key`); memories
+    that turn out to be one smoothing's are joined
+    (:meth:`MemoryCertifier._absorb`), so later certificates avoid the regions
+    of all of them. A key that cannot be read is kept, with a warning.
 
     Returns
     -------
@@ -488,6 +492,8 @@ def key_by_smoothing(memories):
                 stacklevel=4,
             )
             smoothing = key
+        elif resolve is not None:
+            smoothing = resolve(smoothing)
         if smoothing in by_smoothing:
             warnings.warn(
                 f"an earlier version kept two memories for {smoothing}; they are "
@@ -500,6 +506,27 @@ def key_by_smoothing(memories):
             by_smoothing[smoothing] = memory
         moved[id(memory)] = by_smoothing[smoothing]
     return by_smoothing, moved
+
+
+#: A description of rancer or rddrs (a user's subclass too), and its rank.
+_RANKED = re.compile(r"^(rancer|rddrs)(<[^>]*>)?\(")
+_RANK = re.compile(r"\brank=('auto'|None|\d+)")
+
+
+def resolved_rank_key(smoothing, n_features, n_classes):
+    """``smoothing`` (a description) with rancer's or rddrs's rank as it runs on
+    inputs of ``n_features`` and ``n_classes`` classes
+    (:func:`~smoothlearn.strategies._curvature.resolve_rank`); other
+    descriptions as they are."""
+    if not _RANKED.match(smoothing):
+        return smoothing
+    match = _RANK.search(smoothing)
+    if match is None:
+        return smoothing
+    text = match.group(1)
+    rank = "auto" if text == "'auto'" else None if text == "None" else int(text)
+    resolved = describe_value(resolve_rank(rank, n_features, n_classes))
+    return smoothing[: match.start(1)] + resolved + smoothing[match.end(1) :]
 
 
 def _smoothing_of_old_key(key):

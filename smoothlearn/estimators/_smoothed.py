@@ -32,7 +32,12 @@ from ..utils._sklearn_compat import (
     _fit_context,
     validate_data,
 )
-from ._memory import MemoryCertifier, key_by_smoothing, remembered
+from ._memory import (
+    MemoryCertifier,
+    key_by_smoothing,
+    remembered,
+    resolved_rank_key,
+)
 from ._noisy_net import (
     DENOISER_PREFIX,
     NETWORK_PREFIXES,
@@ -429,9 +434,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             if param.default is not param.empty and name not in state:
                 state[name] = param.default
         super().__setstate__(state)
-        if any(not isinstance(key, str) for key in getattr(self, "memories_", ())):
-            # an earlier version's keys: each memory under its smoothing
-            self.memories_, moved = key_by_smoothing(self.memories_)
+        if "memories_" in self.__dict__ and "input_shape_" in self.__dict__:
+            # an earlier version's keys: each memory under its smoothing, the
+            # rank of rancer and rddrs as it ran ('auto' kept apart before)
+            n_features = int(np.prod(self.input_shape_))
+            self.memories_, moved = key_by_smoothing(
+                self.memories_,
+                resolve=lambda key: resolved_rank_key(
+                    key, n_features, len(self.classes_)
+                ),
+            )
             if "memory_" in self.__dict__ and id(self.memory_) in moved:
                 self.memory_ = moved[id(self.memory_)]
 
@@ -786,11 +798,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _smoothing(self, strategy):
         """The smoothing ``strategy`` runs on this classifier, written whole.
 
-        Strategy and parameters by value, noise family and ``sigma`` (the
-        isotropic start): :func:`~smoothlearn.strategies.describe_smoothing`.
+        Strategy and parameters by value, choices made from the data resolved
+        (rancer's ``rank='auto'`` as the rank it runs,
+        :meth:`~smoothlearn.strategies.BaseStrategy.resolved`), noise family
+        and ``sigma`` (the isotropic start):
+        :func:`~smoothlearn.strategies.describe_smoothing`.
         It keys ``memories_`` (never an object's identity, never how a value
         prints) and is what certificates record.
         """
+        n_features = int(np.prod(self.input_shape_))
+        strategy = strategy.resolved(n_features, len(self.classes_))
         return describe_smoothing(strategy, self.noise_, self.sigma)
 
     def _estimation_counts(self, X):

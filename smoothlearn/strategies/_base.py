@@ -149,6 +149,17 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
             name = f"{name}<{type(self).__module__}.{type(self).__qualname__}>"
         return f"{name}({body})"
 
+    def resolved(self, n_features, n_classes):
+        """The strategy as it runs on inputs of ``n_features`` and ``n_classes``.
+
+        A parameter whose value stands for a choice made from the data
+        (rancer's and rddrs's ``rank='auto'``) is replaced by what it
+        resolves to, so that settings that run one smoothing are described,
+        and remembered, as one. Strategies without such parameters return
+        themselves.
+        """
+        return self
+
     def check(self, family, input_shape=None):
         """Validate the parameters, the noise family and the input shape."""
         self._validate_params()

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.linalg
 import torch
 import torch.nn.functional as F
+from sklearn.base import clone
 
 from .._checkpoint import row_digest
 
@@ -122,6 +123,20 @@ def resolve_rank(rank, n_features, n_classes):
     if rank is not None and rank >= n_features:
         return None
     return rank
+
+
+def with_resolved_rank(strategy, n_features, n_classes):
+    """``strategy`` (rancer or rddrs) with its rank as :func:`resolve_rank`
+    resolves it: ``'auto'``, and any rank of at least ``n_features``, become the
+    number of directions or None (dense) that actually runs."""
+    rank = resolve_rank(strategy.rank, n_features, n_classes)
+    if rank is strategy.rank or (
+        rank is not None
+        and not isinstance(strategy.rank, str)
+        and rank == strategy.rank
+    ):
+        return strategy
+    return clone(strategy).set_params(rank=rank)
 
 
 #: Relative size below which a Lanczos residual or Ritz value is rounding noise:

@@ -8,7 +8,12 @@ import torch
 from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._curvature import curvature_basis, hessian_seed, resolve_rank
+from ._curvature import (
+    curvature_basis,
+    hessian_seed,
+    resolve_rank,
+    with_resolved_rank,
+)
 from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
@@ -237,6 +242,9 @@ class RANCER(StartsFromIsotropic):
         if frame is not None:
             theta = theta / np.asarray(sigma_start, dtype=np.float64)[:, None]
         return theta[:, :k], theta[:, k]
+
+    def resolved(self, n_features, n_classes):
+        return with_resolved_rank(self, n_features, n_classes)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         sigma_start, offset = self.isotropic_start(

@@ -9,7 +9,12 @@ import torch
 from ..scale import Scale
 from ..utils._deprecation import DEPRECATED
 from ..utils._sklearn_compat import HasMethods, Interval, StrOptions
-from ._curvature import curvature_basis, hessian_seed, resolve_rank
+from ._curvature import (
+    curvature_basis,
+    hessian_seed,
+    resolve_rank,
+    with_resolved_rank,
+)
 from ._from_isotropic import StartsFromIsotropic
 from ._soft import (
     COMPARE_DRAWS,
@@ -368,6 +373,9 @@ class RDDRS(StartsFromIsotropic):
         values, vectors = torch.linalg.eigh((U * values[:, None]) @ U.transpose(1, 2))
         values = torch.clamp(values, floor[:, None], ceiling[:, None])
         return values, vectors, rest
+
+    def resolved(self, n_features, n_classes):
+        return with_resolved_rank(self, n_features, n_classes)
 
     def scales(self, network, X, *, sigma, family, bank, p_max=None):
         sigma_start, offset = self.isotropic_start(
