@@ -10,7 +10,7 @@ from .pipeline import certify_estimator
 from .regions import Certificates
 from .strategies import BaseStrategy, Cohen
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 __all__ = [
     "BaseStrategy",
