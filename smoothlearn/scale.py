@@ -34,6 +34,7 @@ uses only operators and methods both share, so this module needs no torch.
 """
 
 import numpy as np
+import scipy.linalg
 
 __all__ = ["Scale"]
 
@@ -263,22 +264,38 @@ class Scale:
         section 3, larger than the paper's ball wherever ``S_i`` is longer
         than ``limit`` along some axes and shorter along others). Exact (the
         same axes, ``min`` exact in floating point) for the isotropic,
-        diagonal and rotated forms. In a diagonal frame the axes come from a
-        dense ``eigh`` (O(d^3)): the ``k`` shortest are kept (capped) and the
-        rest of the space takes ``min(limit, lambda_(k+1))``, so the row keeps
-        the form's shapes (a frame of ones), shrunk by a bound on how far the
-        decomposition's rounding could take it outside ``S_i`` (from its
-        residuals, about 1e-13 relative) and a relative margin of 1e-9.
+        diagonal and rotated forms; a rotated row whose stored basis is
+        orthonormal only to more than rounding (a user's) is shrunk into the
+        row by a ``k x k`` check (``_room_inside``). In a diagonal frame the
+        axes come from a dense ``eigh`` (O(d^3)): the ``k`` shortest are
+        kept (capped) and the rest of the space takes ``min(limit,
+        lambda_(k+1))``, so the row keeps the form's shapes (a frame of
+        ones), shrunk by a bound on how far the decomposition's rounding
+        could take it outside ``S_i`` (from its residuals, about 1e-13
+        relative) and a relative margin of 1e-9.
         """
         limit = float(limit)
         if self.kind != "rotated":
             return Scale(np.minimum(self.values[[i]], limit))
         if self.frame is None:
-            return Scale(
-                np.minimum(self.values[[i]], limit),
-                self.basis[[i]],
-                np.minimum(self.rest[[i]], limit),
+            values = np.minimum(self.values[[i]], limit)
+            rest = np.minimum(self.rest[[i]], limit)
+            room = _room_inside(
+                self.basis[i], self.values[i], self.rest[i], values[0], rest[0]
             )
+            if room is not None:
+                # a stored basis orthonormal only to rounding: the same axes
+                # capped can stick out by about cond(S) |U^T U - I| (1e-9
+                # relative seen); shrink into the row, with a margin for the
+                # check's own rounding (eigenvalues of the covariance, whose
+                # condition is cond(S)^2)
+                spread = max(self.values[i].max(), self.rest[i]) / min(
+                    self.values[i].min(), self.rest[i]
+                )
+                margin = max(1e-9, 1e3 * np.finfo(np.float64).eps * spread**2)
+                shrink = np.sqrt(min(room, 1.0) * (1.0 - margin))
+                values, rest = values * shrink, rest * shrink
+            return Scale(values, self.basis[[i]], rest)
         dense = self.dense(i, n_features)
         lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
         smallest = float(self.smallest()[i])
@@ -587,3 +604,44 @@ class Scale:
             )
         shrink = 1.0 - 2.0 * delta / smallest
         return run, Scale(scale * shrink[:, None], q, rest * shrink, frame=run.frame)
+
+
+def _room_inside(basis, values, rest, capped_values, capped_rest):
+    """How far ``S'`` (``capped_*``) may be scaled and stay inside ``S``: the
+    largest ``c^2`` with ``c S'`` inside ``S``, both read as the stored
+    rotated form ``r I + U diag(s - r) U^T`` and as its covariance
+    ``r^2 I + U diag(s^2 - r^2) U^T`` (the memory's), for a basis ``U``
+    orthonormal or not.
+
+    With ``G = U^T U`` and ``U = Q G^1/2`` (``Q`` orthonormal) both forms act
+    as ``r`` (``r^2``) on the complement of ``U``'s span and as the ``k x k``
+    matrices ``r I + G^1/2 diag(s - r) G^1/2`` (and the covariance's) on it, so
+    containment is a generalised eigenvalue problem of size ``k``. A basis
+    orthonormal to rounding (``|G - I| <= 4 k eps``) returns None without
+    solving: the capped axes are then exactly inside.
+    """
+    basis = np.asarray(basis, dtype=np.float64)
+    k = basis.shape[1]
+    gram = basis.T @ basis
+    if np.abs(gram - np.eye(k)).max() <= 4 * k * np.finfo(np.float64).eps:
+        return None
+    lam, vec = np.linalg.eigh(gram)
+    root = (vec * np.sqrt(np.clip(lam, 0.0, None))) @ vec.T
+    room = 1.0
+    if k < basis.shape[0]:  # the complement: r' <= r
+        room = min(room, (float(rest) / float(capped_rest)) ** 2)
+    for power in (1, 2):
+
+        def span(s, r):
+            return r**power * np.eye(k) + (root * (s**power - r**power)) @ root
+
+        a = span(np.asarray(values, dtype=np.float64), float(rest))
+        b = span(np.asarray(capped_values, dtype=np.float64), float(capped_rest))
+        if power == 1:  # (c S')^2 <= S^2
+            a, b = a @ a, b @ b
+        try:
+            lowest = float(scipy.linalg.eigh(a, b, eigvals_only=True)[0])
+        except np.linalg.LinAlgError:  # the capped form itself is degenerate
+            return 0.0
+        room = min(room, lowest)
+    return max(room, 0.0)

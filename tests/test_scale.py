@@ -313,3 +313,52 @@ def test_rows_are_written_back_in_their_own_form_only():
         diagonal.with_rows([0], [rotated[:1]])
     ball = diagonal.with_rows([1], [Scale(np.array([0.4]))])
     np.testing.assert_array_equal(ball.values[1], [0.4, 0.4, 0.4])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(2, 7),
+    st.booleans(),
+    st.integers(7, 14),
+    st.floats(0.01, 30.0),
+)
+def test_a_capped_row_stays_inside_for_a_basis_orthonormal_only_to_rounding(
+    seed, d, full, digits, limit
+):
+    """A rotated row built by a user, its basis unit and orthogonal only to
+    ``10^-digits``: capping the same axes could leave the region about
+    ``cond(S) |U^T U - I|`` outside the row (1e-9 relative seen). Inside both
+    as the stored form ``S`` (60-digit reference) and as the memory's
+    covariance ``M = r^2 I + U diag(s^2 - r^2) U^T``."""
+    rng = np.random.RandomState(seed)
+    k = d if full else int(rng.randint(1, d))
+    basis = np.linalg.qr(rng.randn(d, k))[0] + 10.0**-digits * rng.randn(d, k)
+    values = 10 ** rng.uniform(-2, 2, (1, k))
+    # with no complement the rest is no part of S: the engine stores the
+    # smallest value there (random_scale's rotated-full)
+    rest = values.min(axis=1) if full else 10 ** rng.uniform(-2, 2, 1)
+    scale = Scale(values, basis[None], rest)
+    capped = scale.capped(0, d, limit)
+    # (the float64 matrices' own rounding is about 1e-16 cond; the stored
+    # basis's 10^-digits would stick out by up to 1e-5)
+    tight = 1.0 + 1e-12
+    assert _mp_norm_of_inverse_times(scale.dense(0, d), capped.dense(0, d)) <= tight
+    M, M_capped = scale.covariance(0, d), capped.covariance(0, d)
+    # M' <= M: no generalised eigenvalue of (M', M) above 1 (60 digits)
+    import mpmath
+
+    with mpmath.workdps(60):
+        root = mpmath.cholesky(mpmath.matrix(M.tolist()))
+        inv = mpmath.inverse(root)
+        spread = inv * mpmath.matrix(M_capped.tolist()) * inv.T
+        assert max(mpmath.eigsy(spread)[0]) <= tight
+    # the cap still caps, and gives up no more than the basis's error costs:
+    # the form's largest value over the kept ball, squared (the covariance),
+    # times |U^T U - I|, and the check's rounding margin
+    assert capped.largest()[0] <= limit
+    small = min(limit, scale.smallest()[0])
+    spread = max(scale.values.max(), scale.rest[0]) / small
+    error = np.abs(basis.T @ basis - np.eye(k)).max()
+    kept = capped.smallest()[0] / small
+    assert kept >= 1 - 100 * spread**2 * error - 1e-4
