@@ -273,17 +273,20 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
         seen = []
         probabilities = outputs_probabilities(self)
 
-        def forward(x):
+        def as_scores(out):
             """Class scores: log-probabilities for a probability-output module."""
-            out = first_output(self.infer(x, **fit_params))
-            if not seen and len(out) % len(Xi) == 0:
-                # for callbacks: the batch's (noisy) predictions, copies averaged
-                seen.append(out.detach().reshape(len(Xi), -1, *out.shape[1:]).mean(1))
             if probabilities:
                 # skorch's own conversion in get_loss, done here once so that the
                 # training methods' softmax and cross-entropy are the right ones
                 return torch.log(out + torch.finfo(out.dtype).eps)
             return out
+
+        def forward(x):
+            out = first_output(self.infer(x, **fit_params))
+            if not seen and len(out) % len(Xi) == 0:
+                # for callbacks: the batch's (noisy) predictions, copies averaged
+                seen.append(out.detach().reshape(len(Xi), -1, *out.shape[1:]).mean(1))
+            return as_scores(out)
 
         def criterion(scores, y):
             if probabilities:  # already log-probabilities: NLLLoss takes them
@@ -298,14 +301,10 @@ class NoisyNeuralNetClassifier(NeuralNetClassifier):
             # the module is a DenoisedNetwork: its two halves, the frozen
             # network's scores read as forward reads them
             network = self.module_
-
-            def classify(x):
-                out = first_output(network.classifier(x))
-                if probabilities:
-                    return torch.log(out + torch.finfo(out.dtype).eps)
-                return out
-
-            denoiser_parts = {"denoise": network.denoiser, "classify": classify}
+            denoiser_parts = {
+                "denoise": network.denoiser,
+                "classify": lambda x: as_scores(first_output(network.classifier(x))),
+            }
         loss = training.loss(
             forward,
             Xi,
