@@ -627,16 +627,11 @@ def _room_inside(basis, values, rest, capped_values, capped_rest):
         return None
     lam, vec = np.linalg.eigh(gram)
     root = (vec * np.sqrt(np.clip(lam, 0.0, None))) @ vec.T
+    # the complement takes r' = min(r, limit) <= r: never the binding side
     room = 1.0
-    if k < basis.shape[0]:  # the complement: r' <= r
-        room = min(room, (float(rest) / float(capped_rest)) ** 2)
     for power in (1, 2):
-
-        def span(s, r):
-            return r**power * np.eye(k) + (root * (s**power - r**power)) @ root
-
-        a = span(np.asarray(values, dtype=np.float64), float(rest))
-        b = span(np.asarray(capped_values, dtype=np.float64), float(capped_rest))
+        a = _on_span(root, values, rest, power)
+        b = _on_span(root, capped_values, capped_rest, power)
         if power == 1:  # (c S')^2 <= S^2
             a, b = a @ a, b @ b
         try:
@@ -645,3 +640,13 @@ def _room_inside(basis, values, rest, capped_values, capped_rest):
             return 0.0
         room = min(room, lowest)
     return max(room, 0.0)
+
+
+def _on_span(root, values, rest, power):
+    """``r^p I + G^1/2 diag(s^p - r^p) G^1/2``: the rotated form's ``p``-th
+    power (1: the form, 2: its covariance) on its basis's span."""
+    values = np.asarray(values, dtype=np.float64)
+    rest = float(rest)
+    return (
+        rest**power * np.eye(len(root)) + (root * (values**power - rest**power)) @ root
+    )
