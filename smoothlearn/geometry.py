@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import brentq, minimize_scalar
 
-from .scale import Scale
+from .scale import Scale, orthonormal_to_rounding
 
 __all__ = [
     "Region",
@@ -118,16 +118,23 @@ class Region:
         return float(self.rho * self.form.smallest()[0])
 
     def whiten(self, v):
-        """``T^-1 v`` for ``v`` of shape (..., d)."""
+        """``T^-1 v`` for ``v`` of shape (..., d) (``||T^-1 v||`` is the gauge)."""
         return self.form.apply(0, v, power=-1.0, factor=self.rho)
 
+    def whiten_transpose(self, v):
+        """``T^-T v``: with :meth:`whiten`, ``M^-1 v = T^-T T^-1 v`` (``T`` is
+        symmetric but for a cut region's factor)."""
+        return self.form.apply(0, v, power=-1.0, factor=self.rho, transpose=True)
+
     def stretch(self, v):
-        """``T v`` for ``v`` of shape (..., d)."""
-        return self.form.apply(0, v, power=1.0, factor=self.rho)
+        """``T^T v`` for ``v`` of shape (..., d): its norm is the support
+        function (``T`` is symmetric but for a cut region's factor)."""
+        return self.form.apply(0, v, power=1.0, factor=self.rho, transpose=True)
 
     def matrix(self):
-        """Dense ``T = rho S`` (d x d, symmetric)."""
-        return self.form.dense(0, self.d, factor=self.rho)
+        """Dense ``T = rho S`` (d x d; for a cut region its factor, with
+        ``T T^T`` the covariance: what :func:`ellipsoids_disjoint` needs)."""
+        return self.form.factor(0, self.d, factor=self.rho)
 
     def covariance(self):
         """Dense ``M = T T^T`` (d x d)."""
@@ -151,6 +158,18 @@ class Region:
         """
         form = self.form.capped(0, self.d, radius / self.rho)
         return Region(self.center, self.rho, form, self.norm)
+
+    def cut(self, direction, extent, keep=None):
+        """This region cut to the slab ``|v.(x - center)| <= extent`` by a
+        rank-one down-date of its covariance (:meth:`~smoothlearn.scale.Scale.cut`;
+        ``keep``: a radius whose ball it keeps inside), as a Region; None
+        where the cut is too thin to be sound in floating point. l2 regions
+        only."""
+        if self.norm != "l2":
+            raise ValueError("cuts are for l2 regions")
+        keep = None if keep is None else keep / self.rho
+        form = self.form.cut(0, self.d, direction, extent / self.rho, keep=keep)
+        return None if form is None else Region(self.center, self.rho, form, self.norm)
 
 
 def contains_point(region, x):
@@ -224,7 +243,11 @@ def ellipsoids_disjoint(region_a, region_b, *, tolerance=SEPARATION_MARGIN):
     # dense RANCER memory that reached K(t), all disjoint, the centres'
     # difference alone separated 723.
     whitened_a, whitened_b = region_a.whiten(diff), region_b.whiten(diff)
-    for v in (diff, region_a.whiten(whitened_a), region_b.whiten(whitened_b)):
+    for v in (
+        diff,
+        region_a.whiten_transpose(whitened_a),
+        region_b.whiten_transpose(whitened_b),
+    ):
         if separates(v):
             return True
     if _segment_meets_both(region_a, region_b, whitened_a, whitened_b):
@@ -268,6 +291,15 @@ def _k_function(diff, region_a, region_b):
     da, db = region_a.diagonal_covariance(), region_b.diagonal_covariance()
     if da is not None and db is not None:
         return _k_diagonal(diff, da, db)
+    if region_a.form.cuts is not None or region_b.form.cuts is not None:
+        parts_a, parts_b = (
+            _diagonal_plus_low_rank(region_a),
+            _diagonal_plus_low_rank(region_b),
+        )
+        if parts_a is not None and parts_b is not None:
+            if parts_a[1].shape[1] + parts_b[1].shape[1] < region_a.d:
+                return _k_diagonal_low_rank(diff, parts_a, parts_b)
+        return _k_dense(diff, region_a, region_b)
     low_a = region_a.form.isotropic_plus_low_rank(0, region_a.d, factor=region_a.rho)
     low_b = region_b.form.isotropic_plus_low_rank(0, region_b.d, factor=region_b.rho)
     if low_a is not None and low_b is not None:
@@ -322,6 +354,57 @@ def _k_low_rank(diff, low_a, low_b):
     return _k_of(quad), direction
 
 
+def _diagonal_plus_low_rank(region):
+    """``(D, V, E)`` with ``M = diag(D) + V diag(E) V^T`` (cuts: ``E = -1``), or
+    None in a diagonal frame."""
+    form, d, rho = region.form, region.d, region.rho
+    if form.frame is not None:
+        return None
+    values = np.asarray(form.values[0], dtype=np.float64)
+    cuts = form.row_cuts(0)
+    columns, weights = [], []
+    if form.kind == "rotated":
+        rest2 = float(rho * form.rest[0]) ** 2
+        diagonal = np.full(d, rest2)
+        columns.append(np.asarray(form.basis[0], dtype=np.float64))
+        weights.append((rho * values) ** 2 - rest2)
+    else:
+        diagonal = np.broadcast_to((rho * values) ** 2, (d,)).astype(np.float64)
+    if cuts is not None:
+        columns.append(rho * cuts)
+        weights.append(-np.ones(cuts.shape[1]))
+    if not columns:
+        return diagonal, np.zeros((d, 0)), np.zeros(0)
+    return diagonal, np.hstack(columns), np.concatenate(weights)
+
+
+def _k_diagonal_low_rank(diff, parts_a, parts_b):
+    # M(t) = N(t) + V E(t) V^T, N(t) = diag((1-t) D_a + t D_b) and V = [V_a V_b];
+    # Woodbury: M^-1 d = N^-1 d - N^-1 V (I + E G)^-1 E p, G = V^T N^-1 V,
+    # p = V^T N^-1 d (E may be singular or negative: no E^-1 is formed)
+    (da, va, ea), (db, vb, eb) = parts_a, parts_b
+    V = np.hstack([va, vb])
+    eye = np.eye(V.shape[1])
+
+    def terms(t):
+        inverse = 1.0 / ((1.0 - t) * da + t * db)
+        E = np.concatenate([(1.0 - t) * ea, t * eb])
+        scaled = V * inverse[:, None]
+        G, p = V.T @ scaled, scaled.T @ diff
+        inner = np.linalg.solve(eye + E[:, None] * G, E * p) if len(p) else p
+        return inverse, scaled, p, inner
+
+    def quad(t):
+        inverse, _, p, inner = terms(t)
+        return float(diff @ (inverse * diff)) - float(p @ inner)
+
+    def direction(t):
+        inverse, scaled, _, inner = terms(t)
+        return inverse * diff - scaled @ inner
+
+    return _k_of(quad), direction
+
+
 def _k_dense(diff, region_a, region_b):
     # square-root form: M(t) = T_A ((1 - t) I + t C C^T) T_A with C = T_A^-1 T_B.
     # With C = W diag(sv) R^T, d^T M(t)^-1 d = sum_i w_i^2 / (1 - t + t sv_i^2),
@@ -334,7 +417,7 @@ def _k_dense(diff, region_a, region_b):
     w2, lam = w**2, sv**2
 
     def direction(t):
-        return region_a.whiten(W @ (w / (1.0 - t + t * lam)))
+        return region_a.whiten_transpose(W @ (w / (1.0 - t + t * lam)))
 
     return _k_of(lambda t: float(np.sum(w2 / (lam * t + 1.0 - t)))), direction
 
@@ -376,6 +459,8 @@ def l2_distance_to_ellipsoid(region, point):
     Returns 0 when ``point`` lies inside.
     """
     y_full = np.asarray(point, dtype=np.float64) - region.center
+    if region.form.cuts is not None and _closed_form_base(region.form):
+        return _l2_distance_cut(region, y_full)
     alpha, coordinates = _shape_eigen(region)
     y = coordinates(y_full)
     y2a = y**2 * alpha
@@ -400,6 +485,57 @@ def l2_distance_to_ellipsoid(region, point):
         # the point is on the boundary to rounding: no distance is certain
         return 0.0
     bound = (float(normal @ y) - float(np.linalg.norm(normal / np.sqrt(alpha)))) / norm
+    rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
+    return max(bound - rounding, 0.0)
+
+
+def _closed_form_base(form):
+    """Whether a one-row Scale's base has closed-form shifted inverses:
+    isotropic, diagonal, or rotated on a basis orthonormal to rounding."""
+    if form.frame is not None:
+        return False
+    return form.kind != "rotated" or orthonormal_to_rounding(form.basis[0])
+
+
+def _l2_distance_cut(region, y):
+    """:func:`l2_distance_to_ellipsoid` for a cut region on a closed-form base,
+    in O(d q^2) per step (no eigendecomposition): with ``M = B - C C^T`` and
+    ``p(lam) = (M + 2 lam I)^-1 y`` (Woodbury on ``B + 2 lam I``), the
+    projection is ``x* = M p`` and ``f(lam) = p^T M p - 1``; the distance is
+    read off the hyperplane with normal ``y - x* = 2 lam p``."""
+    form, rho2 = region.form, region.rho**2
+    cuts = form.row_cuts(0)
+
+    def solve(mu, x):  # (rho^2 (S^2 - C C^T) + mu I)^-1 x
+        def shifted(v):
+            return form._shifted_inverse(0, v, -mu / rho2) / rho2
+
+        out = shifted(x[:, None])[:, 0]
+        bc = shifted(cuts)
+        inner = np.eye(cuts.shape[1]) / rho2 - cuts.T @ bc
+        return out + bc @ np.linalg.solve(inner, bc.T @ x)
+
+    def cov(x):
+        return rho2 * form._covariance_apply(0, x)
+
+    if float(y @ solve(0.0, y)) <= 1.0:
+        return 0.0
+
+    def f(lam):
+        p = solve(2.0 * lam, y)
+        return float(p @ cov(p)) - 1.0
+
+    if not f(0.0) > 0.0:  # on the boundary to rounding: no distance is certain
+        return 0.0
+    high = float(region.circumradius) ** 2
+    while f(high) > 0:
+        high *= 4.0
+    lam = brentq(f, 0.0, high, xtol=1e-15 * high, rtol=1e-12, maxiter=500)
+    normal = 2.0 * lam * solve(2.0 * lam, y)
+    norm = float(np.linalg.norm(normal))
+    if not norm > 0.0:
+        return 0.0
+    bound = (float(normal @ y) - support_extent(region, normal)) / norm
     rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
     return max(bound - rounding, 0.0)
 

@@ -21,9 +21,14 @@ and ``scale_rest``:
   scale ``R_i`` sits in a diagonal frame: ``S_i = F_i R_i F_i``,
   ``F_i = diag(scale_frame[i])`` (rank-k RANCER on ANCER's diagonal).
 
+* with cuts: any form above with ``scale_cuts`` of shape ``(n_samples,
+  n_features, q)``: row ``i``'s region has the covariance ``S_i^2 - C_i
+  C_i^T`` (``C_i = scale_cuts[i]``, zero columns cut nothing): the memory's
+  rank-one cuts (:meth:`smoothlearn.scale.Scale.cut`).
+
 ``gap`` and the scale always describe the region as finally certified, after
-any reduction by the memory (a reduced region is a ball, stored as an
-isotropic scale in the same form).
+any reduction by the memory (a capped region in the same form, a ball as an
+isotropic scale in it, a cut region with its cuts).
 
 Certificates made through preprocessing ``y = A x + b`` (a scaler or PCA in a
 pipeline, :func:`smoothlearn.pipeline.certify_estimator`) keep that region in
@@ -170,6 +175,8 @@ class Certificates:
         Isotropic scale on the orthogonal complement of ``basis``.
     scale_frame : ndarray of shape (n_samples, n_features), default=None
         The diagonal frame of a rotated scale given by its values.
+    scale_cuts : ndarray of shape (n_samples, n_features, q), default=None
+        Rank-one cuts of each row's region (covariance ``S^2 - C C^T``).
     reduced : ndarray of bool, shape (n_samples,), default=None
         Whether the memory shrank the region (all False when None).
     class_index : ndarray of int, shape (n_samples,), default=None
@@ -240,6 +247,7 @@ class Certificates:
         basis=None,
         scale_rest=None,
         scale_frame=None,
+        scale_cuts=None,
         reduced=None,
         class_index=None,
         strategy="",
@@ -258,9 +266,9 @@ class Certificates:
         self.gap = np.asarray(gap, dtype=np.float64)
         self.center = np.asarray(center).reshape(n, -1)
         if not isinstance(scale, Scale):
-            scale = Scale(scale, basis, scale_rest, frame=scale_frame)
-        elif basis is not None or scale_rest is not None or scale_frame is not None:
-            raise TypeError("a Scale carries its own basis, scale_rest and frame")
+            scale = Scale(scale, basis, scale_rest, frame=scale_frame, cuts=scale_cuts)
+        elif any(a is not None for a in (basis, scale_rest, scale_frame, scale_cuts)):
+            raise TypeError("a Scale carries its own basis, scale_rest, frame and cuts")
         self.scales = scale.map(lambda a: np.asarray(a, dtype=np.float64), offset=False)
         self.reduced = (
             np.zeros(n, dtype=bool) if reduced is None else np.asarray(reduced, bool)
@@ -307,6 +315,8 @@ class Certificates:
         self.scales.check(n, self.n_features)
         if self.noise != "gaussian" and self.kind == "rotated":
             raise ValueError("l1 families support isotropic and diagonal scales only")
+        if self.noise != "gaussian" and self.scales.has_cuts:
+            raise ValueError("cuts are l2 regions' (gaussian); l1 regions have none")
         if self.space not in ("input", "classifier"):
             raise ValueError(
                 f"space must be 'input' or 'classifier'; got {self.space!r}"
@@ -375,8 +385,14 @@ class Certificates:
         return self.scales.frame
 
     @property
+    def scale_cuts(self):
+        """The regions' rank-one cuts ``(n_samples, n_features, q)``, else None."""
+        return self.scales.cuts
+
+    @property
     def kind(self):
-        """``'isotropic'``, ``'diagonal'`` or ``'rotated'``."""
+        """``'isotropic'``, ``'diagonal'`` or ``'rotated'`` (with or without
+        cuts: :attr:`scale_cuts`)."""
         return self.scales.kind
 
     # ------------------------------------------------------------ scale facts
@@ -424,9 +440,10 @@ class Certificates:
         (l1).
         """
         a, scales = self.input_map, self.scales
-        if scales.kind == "isotropic":  # ||A|| / s_i
+        cut = scales.has_cuts
+        if scales.kind == "isotropic" and not cut:  # ||A|| / s_i
             return operator_norm(a, self.norm) / scales.values
-        if a.ndim == 1 and scales.kind != "rotated":
+        if a.ndim == 1 and scales.kind != "rotated" and not cut:
             s = np.broadcast_to(
                 scales.values.reshape(len(self), -1), (len(self), self.n_features)
             )
@@ -443,7 +460,9 @@ class Certificates:
     def scale_matrix(self, i):
         """The dense ``(n_features, n_features)`` scale ``S`` of row ``i``.
 
-        For diagnostics: it costs ``O(n_features^2)`` memory.
+        For diagnostics: it costs ``O(n_features^2)`` memory. A row with cuts
+        gives the symmetric square root of its covariance ``S^2 - C C^T``
+        (the region is ``{center + c gap S u : ||u|| <= 1}`` for every row).
         """
         i = int(_as_rows(i, len(self))[0])
         return self.scales.dense(i, self.n_features)

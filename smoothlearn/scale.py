@@ -26,7 +26,16 @@ The forms, shared by all rows of one Scale:
   rounding leaves the run and the recorded scale the same). Its inverse,
   volume and noise are closed-form, O(d k); its extreme singular values are
   bounded (``min(F)^2 lambda_min(R)`` below, ``max(F)^2 lambda_max(R)``
-  above), each on the side that keeps a certificate sound.
+  above), each on the side that keeps a certificate sound;
+* with cuts: any form above with ``cuts`` of shape ``(m, d, q)``, columns
+  ``C_i``: the region whose covariance is ``S_i^2 - C_i C_i^T`` (the memory's
+  separating-hyperplane cuts, :meth:`cut`; zero columns are no cuts). Its
+  square root is not formed: a factor ``L_i = S_i (I - Q Q^T)^1/2`` with
+  ``Q = S_i^-1 C_i`` (``L L^T = S^2 - C C^T``) whitens and stretches in
+  O(d q) after the base form's own product, its volume is exact
+  (``det(S)^2 det(I - Q^T Q)``) and its smallest singular value a sound
+  lower bound (a secular equation of size ``q``). A cut row is a region
+  only: it is never run (no noise).
 
 Arrays are numpy, or torch tensors for what the engine and the optimisers
 compute (:meth:`noise`, :meth:`perturb`, :meth:`shared_parts`); the arithmetic
@@ -35,6 +44,7 @@ uses only operators and methods both share, so this module needs no torch.
 
 import numpy as np
 import scipy.linalg
+from scipy.optimize import brentq
 
 __all__ = ["Scale"]
 
@@ -46,6 +56,7 @@ FIELDS = {
     "basis": "basis",
     "rest": "scale_rest",
     "frame": "scale_frame",
+    "cuts": "scale_cuts",
 }
 
 
@@ -69,6 +80,9 @@ class Scale:
         A rotated scale's diagonal frame: ``S_i = diag(frame[i]) R_i
         diag(frame[i])`` with ``R_i`` the rotated scale of ``values``,
         ``basis`` and ``rest``.
+    cuts : array of shape (m, d, q), default=None
+        Rank-one cuts of each row's region: its covariance is ``S_i^2 -
+        C_i C_i^T`` (zero columns cut nothing). Regions only (no noise).
 
     Examples
     --------
@@ -81,11 +95,14 @@ class Scale:
     #: Names of the arrays where they are stored apart (:meth:`fields`).
     FIELD_NAMES = tuple(FIELDS.values())
 
-    # pickles of an earlier version hold no offset and no frame
+    # pickles of an earlier version hold no offset, no frame and no cuts
     offset = None
     frame = None
+    cuts = None
 
-    def __init__(self, values, basis=None, rest=None, offset=None, frame=None):
+    def __init__(
+        self, values, basis=None, rest=None, offset=None, frame=None, cuts=None
+    ):
         if (basis is None) != (rest is None):
             raise ValueError("a rotated scale needs both basis and rest")
         if frame is not None and basis is None:
@@ -95,6 +112,14 @@ class Scale:
         self.rest = rest
         self.offset = offset
         self.frame = frame
+        self.cuts = cuts
+
+    def __getstate__(self):
+        # caches of derived facts (a cut row's factor and inscribed radius)
+        # are not part of the rows
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("_floor", "_factors")
+        }
 
     # ------------------------------------------------------------ the form
     @property
@@ -113,7 +138,21 @@ class Scale:
             "basis": self.basis,
             "rest": self.rest,
             "frame": self.frame,
+            "cuts": self.cuts,
         }
+
+    @property
+    def has_cuts(self):
+        """Whether any row has a cut (a nonzero column of ``cuts``)."""
+        return self.cuts is not None and bool(np.any(np.asarray(self.cuts) != 0))
+
+    def row_cuts(self, i):
+        """Row ``i``'s nonzero cut columns ``C_i`` (d, q_i), or None."""
+        if self.cuts is None:
+            return None
+        cuts = np.asarray(self.cuts[i], dtype=np.float64)
+        cuts = cuts[:, np.any(cuts != 0, axis=0)]
+        return cuts if cuts.shape[1] else None
 
     def map(self, function, *, offset=True):
         """A Scale of ``function(array)`` for each of its arrays (the offset too,
@@ -126,7 +165,10 @@ class Scale:
 
     def __getitem__(self, rows):
         """The rows ``rows`` (a slice, index array or list) as a Scale."""
-        return self.map(lambda a: a[rows])
+        out = self.map(lambda a: a[rows])
+        if "_floor" in self.__dict__:
+            out._floor = self._floor[rows]
+        return out
 
     def fields(self):
         """The arrays under their stored names (``scale``, ``basis``,
@@ -135,19 +177,24 @@ class Scale:
         return {FIELDS[k]: a for k, a in self._arrays().items() if a is not None}
 
     @classmethod
-    def from_fields(cls, scale, basis=None, scale_rest=None, scale_frame=None):
+    def from_fields(
+        cls, scale, basis=None, scale_rest=None, scale_frame=None, scale_cuts=None
+    ):
         """The Scale whose :meth:`fields` are these."""
-        return cls(scale, basis, scale_rest, frame=scale_frame)
+        return cls(scale, basis, scale_rest, frame=scale_frame, cuts=scale_cuts)
 
     @classmethod
     def concatenate(cls, parts):
-        """The rows of ``parts`` (Scales of one form), in order."""
+        """The rows of ``parts`` (Scales of one form, with or without cuts),
+        in order; cuts are padded with zero columns to the most any part has."""
         parts = list(parts)
         first = parts[0]
         arrays = {
             k: None if a is None else np.concatenate([p._arrays()[k] for p in parts])
             for k, a in first._arrays().items()
+            if k != "cuts"
         }
+        arrays["cuts"] = _padded_cuts(parts)
         offset = None
         if first.offset is not None:
             offset = np.concatenate([p.offset for p in parts])
@@ -172,6 +219,8 @@ class Scale:
             return out
 
         first = candidates[0]
+        if any(c.cuts is not None for c in candidates):
+            raise ValueError("strategies' candidates have no cuts")
         arrays = {
             k: None if a is None else picked([c._arrays()[k] for c in candidates])
             for k, a in first._arrays().items()
@@ -200,6 +249,7 @@ class Scale:
         if self.basis is None:
             if values.ndim == 2 and values.shape[1] != n_features:
                 raise ValueError("a diagonal scale must have one column per feature")
+            self._check_cuts(n_rows, n_features)
             return
         if self.basis.shape[:2] != (n_rows, n_features) or values.shape != (
             n_rows,
@@ -210,6 +260,13 @@ class Scale:
             raise ValueError("a rotated scale needs scale_rest of shape (n,)")
         if self.frame is not None and self.frame.shape != (n_rows, n_features):
             raise ValueError("a diagonal frame must have shape (n, d)")
+        self._check_cuts(n_rows, n_features)
+
+    def _check_cuts(self, n_rows, n_features):
+        if self.cuts is not None and (
+            np.ndim(self.cuts) != 3 or np.shape(self.cuts)[:2] != (n_rows, n_features)
+        ):
+            raise ValueError("cuts must have shape (n, d, q)")
 
     def with_isotropic(self, rows, values):
         """Rows ``rows`` replaced by isotropic ``values`` (shape ``(len(rows),)``),
@@ -225,7 +282,11 @@ class Scale:
         if self.frame is not None:
             frame = np.array(self.frame, copy=True)
             frame[rows] = 1.0
-        return Scale(new, self.basis, rest, self.offset, frame)
+        cuts = None
+        if self.cuts is not None:
+            cuts = np.array(self.cuts, copy=True)
+            cuts[rows] = 0.0
+        return Scale(new, self.basis, rest, self.offset, frame, cuts)
 
     def with_rows(self, rows, parts):
         """Rows ``rows`` replaced by ``parts`` (one-row Scales), a copy: the
@@ -233,14 +294,16 @@ class Scale:
 
         An isotropic part is a ball, written by :meth:`with_isotropic`; another
         part must have this Scale's form and shapes, a rotated one without a
-        frame taking the frame of ones.
+        frame taking the frame of ones. A part's cuts (a ball's too) are its
+        row's, the cuts padded with zero columns to the most any row has.
         """
         balls = [(i, p) for i, p in zip(rows, parts) if p.kind == "isotropic"]
         out = self.with_isotropic(
             [i for i, _ in balls], [float(p.values[0]) for _, p in balls]
         )
         others = [(i, p) for i, p in zip(rows, parts) if p.kind != "isotropic"]
-        if not others:
+        cut = [(i, p) for i, p in zip(rows, parts) if p.cuts is not None]
+        if not others and not cut:
             return out
         arrays = {
             k: None if a is None else np.array(a, copy=True)
@@ -250,8 +313,16 @@ class Scale:
             if part.kind != self.kind or part.values.shape[1:] != self.values.shape[1:]:
                 raise ValueError("rows must be written back in the Scale's own form")
             for name, given in part._arrays().items():
-                if arrays[name] is not None:
+                if name != "cuts" and arrays[name] is not None:
                     arrays[name][i] = 1.0 if given is None else given[0]
+        # a part's cuts go with its row (a ball's too, on the ball written above)
+        padded = _padded_cuts([out, *(p for _, p in cut)])
+        arrays["cuts"] = None if padded is None else padded[: len(out)]
+        for i, part in zip(rows, parts):
+            if arrays["cuts"] is not None and part.kind != "isotropic":
+                arrays["cuts"][i] = 0.0
+            if part.cuts is not None:
+                arrays["cuts"][i, :, : part.cuts.shape[2]] = part.cuts[0]
         return Scale(**arrays, offset=self.offset)
 
     def capped(self, i, n_features, limit):
@@ -275,6 +346,10 @@ class Scale:
         relative) and a relative margin of 1e-9.
         """
         limit = float(limit)
+        if self.row_cuts(i) is not None:
+            # a cut region has no per-axis cap in its own form: its inscribed
+            # ball (a sound lower bound of it), capped
+            return Scale(np.array([min(limit, float(self.smallest()[i]))]))
         if self.kind != "rotated":
             return Scale(np.minimum(self.values[[i]], limit))
         if self.frame is None:
@@ -324,6 +399,158 @@ class Scale:
             values[None] / excess, vectors[None, :, :k], np.array([rest]) / excess
         )
 
+    def cut(self, i, n_features, direction, extent, keep=None):
+        """Row ``i`` cut to the slab ``|v^T y| <= extent`` (``v`` = ``direction``).
+
+        The region's covariance ``M`` (``S_i^2``, less any earlier cuts) takes
+        a rank-one down-date ``M' = M - w w^T`` with ``(v^T w)^2 = s - g^2``,
+        ``s = v^T M v``: ``M' <= M`` (inside the row) and ``v^T M' v = g^2``
+        (inside the slab; its support along ``v`` is ``g``). ``g`` is
+        ``extent`` less a relative ``1e-9`` and the rounding of ``s`` (the
+        slab holds after rounding).
+
+        The largest such region (``w`` minimising ``w^T M^-1 w``) takes ``w``
+        along ``M v``: ``M' = M - (s - g^2) / s^2 (M v)(M v)^T``, whose volume
+        falls by ``g / sqrt(s)``, along one direction only; it may lose part
+        of the inscribed ball. With ``keep`` (a radius below ``g``; where it
+        is not below the row's inscribed radius, the largest region is
+        taken), ``w`` also keeps the ball of radius ``keep``
+        inside (``w^T (M - keep^2 I)^-1 w <= 1``): the Lagrange conditions
+        give ``w`` along ``(M^-1 + mu (M - keep^2 I)^-1)^-1 v``, ``mu`` the
+        least that keeps the ball (a bisection; closed forms through the
+        base's eigenvalues and Woodbury for earlier cuts). A diagonal frame,
+        or a basis orthonormal only to more than rounding, takes the largest
+        region.
+
+        Returns the one-row Scale with the new cut column (unchanged where the
+        row already lies in the slab), or None where the cut would leave too
+        thin a region for its rounding to stay inside the slab (``g^2 / s``
+        below ``1e-12``).
+        """
+        v = np.asarray(direction, dtype=np.float64)
+        row = self[[i]]
+        mv = row._covariance_apply(0, v)
+        s = float(v @ mv)
+        eps = np.finfo(np.float64).eps
+        g2 = float(extent) ** 2 * (1.0 - 2e-9) - 64 * n_features * eps * s
+        if s <= g2:
+            return row
+        if not g2 > 1e-12 * s:
+            return None
+        column = (np.sqrt(s - g2) / s) * mv
+        if keep is not None and keep**2 < g2:
+            kept = row._ball_keeping_direction(v, mv, s - g2, float(keep) ** 2)
+            if kept is not None:
+                column = kept * (np.sqrt(s - g2) / float(v @ kept))
+        old = row.cuts
+        cuts = column[None, :, None]
+        if old is not None:
+            cuts = np.concatenate([np.asarray(old, dtype=np.float64), cuts], axis=2)
+        return Scale(**{**row._arrays(), "cuts": cuts})
+
+    def _ball_keeping_direction(self, v, mv, tau, r2):
+        """For row 0: ``u = (M^-1 + mu N^-1)^-1 v`` (``N = M - r2 I``) with the
+        least ``mu >= 0`` such that ``w = u sqrt(tau) / (v.u)`` keeps the ball
+        (``w^T N^-1 w <= 1`` less a margin), or None where the form has no
+        closed-form functions of its base, the ball does not fit (no ``mu``
+        keeps it, or ``M - w w^T`` would not stay positive definite), or the
+        largest region already keeps it (``mu = 0``)."""
+        if self.frame is not None:
+            return None
+        if self.kind == "rotated" and not orthonormal_to_rounding(self.basis[0]):
+            return None
+        cuts = self.row_cuts(0)
+        target = 1.0 - 1e-9
+
+        def base(f, x):  # f(B) x, B = the base's S^2, x of shape (d,) or (d, q)
+            return self._base_function_apply(0, x, f)
+
+        def inverse(shift, x):  # (B - shift I - C C^T)^-1 x, Woodbury
+            out = base(lambda b: 1.0 / (b - shift), x)
+            if cuts is None:
+                return out
+            bc = base(lambda b: 1.0 / (b - shift), cuts)
+            inner = np.eye(cuts.shape[1]) - cuts.T @ bc
+            return out + bc @ np.linalg.solve(inner, bc.T @ x)
+
+        def ball_value(u):
+            value = tau * float(u @ inverse(r2, u)) / float(v @ u) ** 2
+            return value if value >= 0.0 else np.inf  # N indefinite: no ball
+
+        if ball_value(mv) <= target:
+            return None  # the largest region keeps the ball already
+
+        if cuts is not None:
+            # M^-1 = B^-1 + U1 G1^-1 U1^T and N^-1 alike (Woodbury), so
+            # M^-1 + mu N^-1 = D + U K U^T with D = f(B), f = 1/b + mu/(b - r2)
+            q = cuts.shape[1]
+            u1 = base(lambda b: 1.0 / b, cuts)
+            u2 = base(lambda b: 1.0 / (b - r2), cuts)
+            big_u = np.hstack([u1, u2])
+            g1, g2 = np.eye(q) - cuts.T @ u1, np.eye(q) - cuts.T @ u2
+            k_inv = np.zeros((2 * q, 2 * q))
+            k_inv[:q, :q] = g1
+
+        def direction(mu):
+            def d_inv(x):
+                return base(lambda b: 1.0 / (1.0 / b + mu / (b - r2)), x)
+
+            out = d_inv(v)
+            if cuts is None:
+                return out
+            k_inv[q:, q:] = g2 / mu
+            du = d_inv(big_u)
+            return out - du @ np.linalg.solve(k_inv + big_u.T @ du, big_u.T @ out)
+
+        # the least mu to a factor 1.05 (the kept ball's side of it): a
+        # larger mu only keeps the ball with more to spare, at some volume
+        lo, hi = 0.0, 1.0
+        while ball_value(direction(hi)) > target:
+            lo, hi = hi, hi * 8.0
+            if hi > 1e16:
+                return None
+        while lo == 0.0 or hi > 1.05 * lo:
+            mid = np.sqrt(lo * hi) if lo > 0.0 else hi / 8.0
+            if ball_value(direction(mid)) > target:
+                lo = mid
+            else:
+                hi = mid
+            if hi < 1e-12:  # mu -> 0: the largest region nearly keeps it
+                break
+        u = direction(hi)
+        if not (np.all(np.isfinite(u)) and float(v @ u) > 0.0):
+            return None
+        # M - w w^T must stay positive definite (w^T M^-1 w < 1): it does where
+        # the ball fits (N > 0), which nothing above assumed; checked
+        w = u * (np.sqrt(tau) / float(v @ u))
+        if not float(w @ inverse(0.0, w)) < target:
+            return None
+        return u
+
+    def _base_function_apply(self, i, x, f):
+        """``f(B) x`` for row ``i``'s base covariance ``B = S^2`` (no frame):
+        ``f`` of its eigenvalues, in its own frame."""
+        x = np.asarray(x, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64)
+
+        def scaled(fb, y):  # diag(fb) y, for y of shape (n,) or (n, q)
+            return fb * y if np.ndim(fb) == 0 or y.ndim == 1 else fb[:, None] * y
+
+        if self.kind != "rotated":
+            return scaled(f(np.asarray(self.values[i], dtype=np.float64) ** 2), x)
+        u = np.asarray(self.basis[i], dtype=np.float64)
+        coef = u.T @ x
+        out = u @ scaled(f(np.asarray(self.values[i], dtype=np.float64) ** 2), coef)
+        if u.shape[1] < u.shape[0]:  # a full rotation has no complement
+            out = out + f(float(self.rest[i]) ** 2) * (x - u @ coef)
+        return out
+
+    def _covariance_apply(self, i, v):
+        """``(S_i^2 - C_i C_i^T) v`` for ``v`` of shape (d,)."""
+        out = self._apply_base(i, self._apply_base(i, v, 1.0, 1.0), 1.0, 1.0)
+        cuts = self.row_cuts(i)
+        return out if cuts is None else out - cuts @ (cuts.T @ v)
+
     # -------------------------------------------------------------- facts
     def _has_complement(self):
         return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
@@ -335,6 +562,18 @@ class Scale:
         (``S = F R F`` with ``R >= lambda_min(R) I``): the sound side for an
         inscribed radius.
         """
+        if "_floor" in self.__dict__:
+            return self._floor
+        smallest = self._base_smallest()
+        if self.cuts is not None:
+            smallest = np.array(smallest, dtype=np.float64, copy=True)
+            for i in range(len(self)):
+                if self.row_cuts(i) is not None:
+                    smallest[i] = self._cut_smallest(i, smallest[i])
+            self._floor = smallest  # a secular equation per cut row: kept
+        return smallest
+
+    def _base_smallest(self):
         if self.kind == "isotropic":
             return np.array(self.values, dtype=np.float64)
         smallest = self.values.min(axis=1)
@@ -343,6 +582,55 @@ class Scale:
         if self.frame is not None:
             smallest = smallest * self.frame.min(axis=1) ** 2
         return smallest
+
+    def _cut_smallest(self, i, base):
+        """A sound lower bound of the smallest singular value of row ``i``'s
+        cut region, ``sqrt(lambda_min(S^2 - C C^T))``.
+
+        Below ``lambda_min(S^2)``, ``S^2 - lam I - C C^T`` is positive definite
+        iff ``phi(lam) = lambda_max(C^T (S^2 - lam I)^-1 C) < 1``, and ``phi``
+        increases with ``lam``: a root search of size ``q`` where ``(S^2 - lam
+        I)^-1`` is closed-form (isotropic, diagonal, rotated on a basis
+        orthonormal to rounding), kept where ``phi`` is below 1 by a margin
+        (1e-9) far above its rounding; ``lam`` stays below ``(1 - 1e-6)
+        lambda_min(S^2)`` so that ``S^2 - lam I`` loses at most six digits
+        to cancellation. Otherwise (a diagonal frame, a basis orthonormal only
+        to more than rounding) the dense eigenvalues less a bound on their
+        rounding, O(d^3) once per row.
+        """
+        cuts = self.row_cuts(i)
+        margin = 1e-9
+        d = cuts.shape[0]
+        eps = np.finfo(np.float64).eps
+        dense = self.frame is not None
+        if self.kind == "rotated" and not dense:
+            dense = not orthonormal_to_rounding(self.basis[i])
+        if dense:
+            lam = np.linalg.eigvalsh(self.covariance(i, d))
+            # eigvalsh's error is within a few d eps ||M||, ||M|| = lam[-1]
+            low = float(lam[0]) - 16 * d * eps * float(np.abs(lam).max())
+            return float(np.sqrt(max(low, 0.0) * (1.0 - margin)))
+        cap = float(base) ** 2 * (1.0 - 1e-6)
+
+        def phi(lam):
+            shifted = self._shifted_inverse(i, cuts, lam)  # (S^2 - lam I)^-1 C
+            return float(np.linalg.eigvalsh(cuts.T @ shifted)[-1]) - (1.0 - margin)
+
+        if not phi(0.0) < 0.0:
+            return 0.0
+        if phi(cap) < 0.0:
+            lam = cap
+        else:
+            lam = brentq(phi, 0.0, cap, xtol=1e-15 * cap, rtol=1e-12)
+            # the root's side where phi < 0 (brentq may answer either)
+            while lam > 0.0 and not phi(lam) < 0.0:
+                lam = lam * (1.0 - 1e-6) - 1e-300
+        return float(np.sqrt(max(lam, 0.0) * (1.0 - margin)))
+
+    def _shifted_inverse(self, i, v, lam):
+        """``(S_i^2 - lam I)^-1 v`` for ``v`` of shape (d, q), a row without a
+        frame and ``lam`` below its smallest eigenvalue."""
+        return self._base_function_apply(i, v, lambda b: 1.0 / (b - lam))
 
     def largest(self):
         """Largest singular value of each ``S_i``, shape (m,).
@@ -360,23 +648,79 @@ class Scale:
         return largest
 
     def geometric_mean(self, n_features):
-        """``det(S_i)^(1/d)`` of each row, shape (m,)."""
+        """``det(S_i)^(1/d)`` of each row, shape (m,) (of ``(S^2 - C C^T)^1/2``
+        for a cut row, exactly)."""
         if self.kind == "isotropic":
-            return np.array(self.values, dtype=np.float64)
+            mean = np.array(self.values, dtype=np.float64)
+            return (
+                mean if self.cuts is None else self._with_cut_volume(mean, n_features)
+            )
         log_sum = np.log(self.values).sum(axis=1)
         if self.kind == "rotated":
             log_sum = log_sum + (n_features - self.basis.shape[2]) * np.log(self.rest)
         if self.frame is not None:  # det(F R F) = det(F)^2 det(R)
             log_sum = log_sum + 2.0 * np.log(self.frame).sum(axis=1)
-        return np.exp(log_sum / n_features)
+        mean = np.exp(log_sum / n_features)
+        return mean if self.cuts is None else self._with_cut_volume(mean, n_features)
 
-    def apply(self, i, v, power=1.0, factor=1.0):
+    def _with_cut_volume(self, mean, n_features):
+        mean = np.array(mean, dtype=np.float64, copy=True)
+        for i in range(len(self)):
+            factor = self._cut_factor(i)
+            if factor is not None:
+                # det(S^2 - C C^T) = det(S)^2 det(I - Q^T Q), Q = S^-1 C
+                shrink = np.clip(1.0 - factor[1] ** 2, 0.0, None)
+                mean[i] *= np.exp(np.log(shrink).sum() / (2.0 * n_features))
+        return mean
+
+    def _cut_factor(self, i):
+        """``(W, sv)`` with ``S_i^-1 C_i = W diag(sv) V^T`` (thin), or None
+        for a row without cuts: the factor ``L = S (I - Q Q^T)^1/2`` of the
+        cut region acts as ``S`` times ``I - W diag(1 - sqrt(1 - sv^2)) W^T``."""
+        if self.cuts is None:
+            return None
+        # kept per row: every whitening and support of a cut region uses it
+        cache = self.__dict__.setdefault("_factors", {})
+        if i not in cache:
+            cuts = self.row_cuts(i)
+            if cuts is None:
+                cache[i] = None
+            else:
+                q = self._apply_base(i, cuts.T, -1.0, 1.0).T  # S^-1 C, (d, q)
+                w, sv, _ = np.linalg.svd(q, full_matrices=False)
+                cache[i] = (w, sv)
+        return cache[i]
+
+    def apply(self, i, v, power=1.0, factor=1.0, transpose=False):
         """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
 
         ``S_i`` is diagonal in the frame of its basis, so any power is one
         scaling there. In a diagonal frame only powers 1 and -1:
-        ``(F R F)^-1 = F^-1 R^-1 F^-1``.
+        ``(F R F)^-1 = F^-1 R^-1 F^-1``. A cut row takes powers 1 and -1 of
+        its factor ``L = S (I - Q Q^T)^1/2`` (``L L^T`` its covariance;
+        ``transpose`` for ``L^T`` and ``L^-T``): the norms of ``L^-1 v`` and
+        ``L^T v`` are the region's (its gauge and support function).
         """
+        cut = self._cut_factor(i)
+        if cut is None:
+            return self._apply_base(i, v, power, factor)
+        if power not in (1, -1):
+            raise ValueError("a cut scale has powers 1 and -1")
+        w, sv = cut
+        # (I - Q Q^T)^(p/2) = I + W diag((1 - sv^2)^(p/2) - 1) W^T
+        with np.errstate(divide="ignore"):
+            middle = np.clip(1.0 - sv**2, 0.0, None) ** (0.5 * power) - 1.0
+        v = np.asarray(v, dtype=np.float64)
+
+        def mid(x):
+            return x + ((x @ w) * middle) @ w.T
+
+        # L = S P, L^-1 = P^-1 S^-1, L^T = P S, L^-T = S^-1 P^-1 (P, S symmetric)
+        if (power == 1) != transpose:
+            return self._apply_base(i, mid(v), power, factor)
+        return mid(self._apply_base(i, v, power, factor))
+
+    def _apply_base(self, i, v, power, factor):
         v = np.asarray(v, dtype=np.float64)
         if self.kind != "rotated":
             return v * (factor * np.asarray(self.values[i], dtype=np.float64)) ** power
@@ -395,11 +739,26 @@ class Scale:
         return out if frame is None else out * frame
 
     def dense(self, i, n_features, factor=1.0):
-        """Dense ``factor S_i`` (d x d): ``O(d^2)`` memory, for diagnostics."""
-        return self.apply(i, np.eye(n_features), factor=factor)
+        """Dense ``factor S_i`` (d x d, symmetric): ``O(d^2)`` memory, for
+        diagnostics. A cut row: the symmetric square root of its covariance
+        (a dense ``eigh``, O(d^3)), so that ``S @ S`` is the region's ``M``
+        as for every other form."""
+        if self.row_cuts(i) is None:
+            return self.apply(i, np.eye(n_features), factor=factor)
+        lam, vectors = np.linalg.eigh(self.covariance(i, n_features, factor))
+        return (vectors * np.sqrt(np.clip(lam, 0.0, None))) @ vectors.T
+
+    def factor(self, i, n_features, factor=1.0):
+        """Dense ``L`` with ``L L^T = (factor S_i)^2``: ``S`` itself, or a cut
+        row's factor ``S (I - Q Q^T)^1/2`` (no eigendecomposition)."""
+        return self.apply(i, np.eye(n_features), factor=factor, transpose=True)
 
     def covariance(self, i, n_features, factor=1.0):
         """Dense ``(factor S_i)^2``, a region's ``M = T T^T`` (d x d)."""
+        cuts = self.row_cuts(i)
+        if cuts is not None:
+            base = Scale(**{**self[[i]]._arrays(), "cuts": None})
+            return base.covariance(0, n_features, factor) - factor**2 * cuts @ cuts.T
         if self.kind != "rotated":
             semi2 = (factor * np.asarray(self.values[i], dtype=np.float64)) ** 2
             return np.diag(np.broadcast_to(semi2, (n_features,)))
@@ -415,14 +774,14 @@ class Scale:
     def diagonal_or_dense(self, i, n_features, factor=1.0):
         """``factor S_i`` as its diagonal (d,) where it is diagonal in the
         coordinates, else dense (d x d)."""
-        if self.kind == "rotated":
+        if self.kind == "rotated" or self.row_cuts(i) is not None:
             return self.dense(i, n_features, factor=factor)
         return factor * np.broadcast_to(self.values[i], (n_features,))
 
     def per_coordinate(self, n_features):
         """Each row's scale per coordinate, shape (m, d); None for a rotated
-        scale, which has no per-coordinate form."""
-        if self.kind == "rotated":
+        scale, which has no per-coordinate form (nor one with cuts)."""
+        if self.kind == "rotated" or self.has_cuts:
             return None
         values = np.asarray(self.values, dtype=np.float64).reshape(len(self), -1)
         return np.broadcast_to(values, (len(self), n_features))
@@ -431,14 +790,17 @@ class Scale:
     def diagonal_covariance(self, i, n_features, factor=1.0):
         """The diagonal of ``(factor S_i)^2`` where that matrix is diagonal,
         else None."""
-        if self.kind == "rotated":
+        if self.kind == "rotated" or self.row_cuts(i) is not None:
             return None
         semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
         return np.broadcast_to(semi**2, (n_features,))
 
     def isotropic_plus_low_rank(self, i, n_features, factor=1.0):
         """``(c, U, D)`` with ``(factor S_i)^2 = c I + U diag(D) U^T`` and
-        ``U`` of fewer than ``d`` columns, or None (diagonal, full rotation)."""
+        ``U`` of fewer than ``d`` columns, or None (diagonal, full rotation,
+        cuts)."""
+        if self.row_cuts(i) is not None:
+            return None
         if self.kind != "rotated":
             values = np.asarray(self.values[i], dtype=np.float64)
             if np.size(values) != 1:
@@ -457,7 +819,11 @@ class Scale:
         its coordinates there. A rotated scale's complement is one coordinate
         (the length of the vector's part in it), with semi-axis
         ``factor * rest``. In a diagonal frame the eigenvectors are not
-        known in closed form: a dense ``eigh``, O(d^3)."""
+        known in closed form: a dense ``eigh``, O(d^3); nor with cuts (``eigh``
+        of the covariance)."""
+        if self.row_cuts(i) is not None:
+            lam, vectors = np.linalg.eigh(self.covariance(i, n_features, factor))
+            return np.sqrt(np.clip(lam, 0.0, None)), lambda y: vectors.T @ y
         semi = factor * np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
         if self.kind != "rotated":
             return np.broadcast_to(semi, (n_features,)), lambda y: y
@@ -490,6 +856,7 @@ class Scale:
         -------
         array of shape (m, w, d)
         """
+        self._not_cut()
         if self.kind != "rotated":
             return self.values.reshape(len(self.values), 1, -1) * z[None]
         basis, rest = self.basis, self.rest
@@ -506,6 +873,7 @@ class Scale:
         """``centres_i + S_i z`` for every row and draw: (m, w, d) noisy torch
         inputs (``centres`` are where the noise is centred: the inputs, moved by
         the offset where there is one)."""
+        self._not_cut()
         if self.kind != "rotated":
             return centres[:, None].addcmul(
                 self.values.reshape(len(self.values), 1, -1), z[None]
@@ -523,6 +891,7 @@ class Scale:
         once per draw and ``L basis_i`` once per row. None where the rows share
         no such structure (per-input diagonals, diagonal frames).
         """
+        self._not_cut()
         if self.kind == "isotropic":
             return None, self.values, None, None
         if self.frame is not None:
@@ -533,6 +902,12 @@ class Scale:
             return self.values[0], None, None, None
         return None
 
+    def _not_cut(self):
+        if self.has_cuts:
+            raise ValueError(
+                "a scale with cuts is a certified region, never a smoothing to run"
+            )
+
     def isotropic_rows(self):
         """Which rows are isotropic: all of an isotropic scale, the rows of a
         diagonal one whose values are all equal; none of a rotated one.
@@ -541,6 +916,9 @@ class Scale:
         -------
         ndarray of bool, shape (m,)
         """
+        if self.cuts is not None:
+            cut = np.any(np.asarray(self.cuts) != 0, axis=(1, 2))
+            return ~cut & Scale(self.values, self.basis, self.rest).isotropic_rows()
         if self.kind == "isotropic":
             return np.ones(len(self), dtype=bool)
         if self.kind == "rotated":
@@ -579,6 +957,7 @@ class Scale:
             A rotated scale whose float32 basis is too far from orthonormal
             for the shrink to stay positive.
         """
+        self._not_cut()
         run = self.map(
             lambda a: np.asarray(a, dtype=np.float32).astype(np.float64), offset=False
         )
@@ -621,10 +1000,9 @@ def _room_inside(basis, values, rest, capped_values, capped_rest):
     solving: the capped axes are then exactly inside.
     """
     basis = np.asarray(basis, dtype=np.float64)
-    k = basis.shape[1]
-    gram = basis.T @ basis
-    if np.abs(gram - np.eye(k)).max() <= 4 * k * np.finfo(np.float64).eps:
+    if orthonormal_to_rounding(basis):
         return None
+    gram = basis.T @ basis
     lam, vec = np.linalg.eigh(gram)
     root = (vec * np.sqrt(np.clip(lam, 0.0, None))) @ vec.T
     # the complement takes r' = min(r, limit) <= r: never the binding side
@@ -649,4 +1027,31 @@ def _on_span(root, values, rest, power):
     rest = float(rest)
     return (
         rest**power * np.eye(len(root)) + (root * (values**power - rest**power)) @ root
+    )
+
+
+def _padded_cuts(parts):
+    """The cuts of ``parts`` (Scales of one form) stacked, zero columns padding
+    each to the most any has; None where none has cuts."""
+    if all(p.cuts is None for p in parts):
+        return None
+    d = next(np.shape(p.cuts)[1] for p in parts if p.cuts is not None)
+    q = max(np.shape(p.cuts)[2] for p in parts if p.cuts is not None)
+    out = np.zeros((sum(len(p) for p in parts), d, q))
+    start = 0
+    for p in parts:
+        if p.cuts is not None:
+            out[start : start + len(p), :, : np.shape(p.cuts)[2]] = p.cuts
+        start += len(p)
+    return out
+
+
+def orthonormal_to_rounding(basis):
+    """Whether a ``(d, k)`` basis is orthonormal to float64 rounding
+    (``|U^T U - I| <= 4 k eps``), as the engine's are: closed forms that
+    assume orthonormal columns are exact there."""
+    basis = np.asarray(basis, dtype=np.float64)
+    k = basis.shape[1]
+    return bool(
+        np.abs(basis.T @ basis - np.eye(k)).max() <= 4 * k * np.finfo(float).eps
     )

@@ -13,7 +13,18 @@ mpmath.mp.dps = 60
 
 
 def covariance(region):
-    """``M = T T^T`` of a :class:`smoothlearn.geometry.Region` as an mpmath matrix."""
+    """``M = T T^T`` of a :class:`smoothlearn.geometry.Region` as an mpmath matrix
+    (less ``rho^2 C C^T`` for a region with cuts)."""
+    m = _base_covariance(region)
+    cuts = region.form.row_cuts(0)
+    if cuts is None:
+        return m
+    rho = mpmath.mpf(region.rho)
+    c = mpmath.matrix(cuts.tolist())
+    return m - rho**2 * (c * c.T)
+
+
+def _base_covariance(region):
     d = region.d
     rho = mpmath.mpf(region.rho)
     semi = [rho * mpmath.mpf(float(s)) for s in np.atleast_1d(region.scale)]
@@ -125,3 +136,23 @@ def l2_distance(region, point):
             for i in range(region.d)
         )
     )
+
+
+def largest_ratio(inner, outer):
+    """``lambda_max(M_outer^-1 M_inner)``: at most 1 iff ``inner`` (same centre)
+    lies in ``outer``."""
+    lower = mpmath.cholesky(covariance(outer))
+    inv = mpmath.inverse(lower)
+    evals = mpmath.eigsy(inv * covariance(inner) * inv.T, eigvals_only=True)
+    return max(evals[i] for i in range(evals.rows))
+
+
+def smallest_semi_axis(region):
+    """``sqrt(lambda_min(M))``: the region's inscribed radius."""
+    evals = mpmath.eigsy(covariance(region), eigvals_only=True)
+    return mpmath.sqrt(min(evals[i] for i in range(evals.rows)))
+
+
+def log_volume_mean(region):
+    """``log det(M) / (2 d)``: the log of the geometric mean semi-axis."""
+    return mpmath.log(mpmath.det(covariance(region))) / (2 * region.d)

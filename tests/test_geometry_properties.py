@@ -24,10 +24,28 @@ from smoothlearn.scale import Scale
 
 from . import _reference as reference
 
-KINDS = ("isotropic", "diagonal", "rank-k", "dense", "framed")
+KINDS = (
+    "isotropic",
+    "diagonal",
+    "rank-k",
+    "dense",
+    "framed",
+    "cut-isotropic",
+    "cut-diagonal",
+    "cut-rank-k",
+    "cut-framed",
+)
 
 
 def _region(rng, d, kind, centre):
+    if kind.startswith("cut-"):
+        # the memory's cut form: one or two rank-one cuts of another kind
+        region = _region(rng, d, kind[4:], centre)
+        for _ in range(rng.randint(1, 3)):
+            v = rng.randn(d)
+            v /= np.linalg.norm(v)
+            region = region.cut(v, support_extent(region, v) * rng.uniform(0.05, 0.9))
+        return region
     semi = 10 ** rng.uniform(-3, 2, d)
     if kind == "isotropic":
         return Region(centre, 1.0, float(semi[0]))
@@ -148,11 +166,14 @@ def test_support_function_is_attained_and_never_exceeded(seed, d, kind):
     region = _region(rng, max(d, 2), kind, rng.randn(max(d, 2)))
     v = rng.randn(region.d)
     h = support_extent(region, v)
-    # attained at T T v / ||T v|| (on the boundary), never exceeded on it
+    # attained at T T^T v / ||T^T v|| (on the boundary, T u with ||u|| = 1),
+    # never exceeded on it (T is symmetric but for a cut region's factor)
+    t = region.matrix()
     tv = region.stretch(v)
-    assert v @ region.stretch(tv / np.linalg.norm(tv)) == pytest.approx(h, rel=1e-9)
+    np.testing.assert_allclose(tv, t.T @ v, rtol=1e-9, atol=1e-12 * np.abs(tv).max())
+    assert v @ (t @ (tv / np.linalg.norm(tv))) == pytest.approx(h, rel=1e-9)
     u = rng.randn(200, region.d)
-    boundary = region.stretch(u / np.linalg.norm(u, axis=1, keepdims=True))
+    boundary = (u / np.linalg.norm(u, axis=1, keepdims=True)) @ t.T
     assert np.all(boundary @ v <= h * (1 + 1e-9))
 
 

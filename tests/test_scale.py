@@ -362,3 +362,150 @@ def test_a_capped_row_stays_inside_for_a_basis_orthonormal_only_to_rounding(
     error = np.abs(basis.T @ basis - np.eye(k)).max()
     kept = capped.smallest()[0] / small
     assert kept >= 1 - 100 * spread**2 * error - 1e-4
+
+
+def _with_cuts(scale, dense, rng, n_cuts):
+    """``scale`` with ``n_cuts`` random rank-one cuts per row (each to a
+    random share of the row's support along a random direction), and the
+    dense covariances ``S^2 - C C^T`` built from the cut columns."""
+    d = dense.shape[1]
+    rows = []
+    for i in range(len(scale)):
+        row = scale[[i]]
+        for _ in range(n_cuts):
+            v = rng.randn(d)
+            v /= np.linalg.norm(v)
+            support = np.sqrt(v @ row.covariance(0, d) @ v)
+            row = row.cut(0, d, v, support * rng.uniform(0.05, 0.95))
+        rows.append(row)
+    cut = Scale.concatenate(rows)
+    cov = np.stack(
+        [dense[i] @ dense[i] - cut.cuts[i] @ cut.cuts[i].T for i in range(len(cut))]
+    )
+    return cut, cov
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from(FORMS), st.integers(1, 3))
+def test_a_cut_row_has_the_covariance_volume_and_radius_of_its_cuts(seed, form, n_cuts):
+    rng = np.random.RandomState(seed)
+    d = 4
+    scale, dense = random_scale(rng, form, 3, d)
+    cut, cov = _with_cuts(scale, dense, rng, n_cuts)
+    assert cut.has_cuts and cut.cuts.shape == (3, d, n_cuts)
+    for i in range(3):
+        lam = np.linalg.eigvalsh(cov[i])
+        # inside the row: S^2 - C C^T <= S^2, and positive definite
+        assert lam[0] > 0
+        assert np.linalg.eigvalsh(dense[i] @ dense[i] - cov[i])[0] > -1e-12 * lam[-1]
+        np.testing.assert_allclose(cut.covariance(i, d), cov[i], atol=1e-12 * lam[-1])
+        # exact volume, and an inscribed radius below the true one and tight
+        # (a frame's: within the dense eigenvalues' rounding)
+        assert cut.geometric_mean(d)[i] == pytest.approx(
+            np.exp(np.log(lam).sum() / (2 * d)), rel=1e-9
+        )
+        smallest = cut.smallest()[i]
+        assert smallest <= np.sqrt(lam[0])
+        floor = lam[0]
+        if form == "rotated-framed":  # dense eigenvalues, less their rounding
+            floor -= 16 * d * np.finfo(float).eps * lam[-1]
+        assert smallest >= np.sqrt(max(floor, 0.0)) * (1 - 1e-6)
+        assert cut.largest()[i] >= np.sqrt(lam[-1]) * (1 - 1e-12)
+        # the factor L (L L^T = covariance): its inverse gives the gauge,
+        # its transpose the support function
+        v = rng.randn(5, d)
+        gauge = np.einsum("nd,nd->n", v, np.linalg.solve(cov[i], v.T).T)
+        np.testing.assert_allclose(
+            (cut.apply(i, v, power=-1.0) ** 2).sum(1), gauge, rtol=1e-9
+        )
+        support = np.einsum("nd,nd->n", v, v @ cov[i])
+        np.testing.assert_allclose(
+            (cut.apply(i, v, transpose=True) ** 2).sum(1), support, rtol=1e-9
+        )
+        factor = cut.factor(i, d)
+        np.testing.assert_allclose(factor @ factor.T, cov[i], atol=1e-10 * lam[-1])
+        root = cut.dense(i, d)  # the public dense S: symmetric, S S = M
+        np.testing.assert_allclose(root, root.T, atol=1e-12 * np.sqrt(lam[-1]))
+        np.testing.assert_allclose(root @ root, cov[i], atol=1e-10 * lam[-1])
+
+
+def test_a_cut_keeps_the_row_in_its_slab_and_costs_volume_along_one_direction():
+    d = 3
+    row = Scale(np.array([[1.0, 2.0, 4.0]]))
+    v = np.array([0.0, 0.6, 0.8])
+    s = v @ row.covariance(0, d) @ v  # the support's square along v
+    cut = row.cut(0, d, v, 1.0)
+    cov = cut.covariance(0, d)
+    assert v @ cov @ v <= 1.0 and v @ cov @ v == pytest.approx(1.0, rel=1e-8)
+    # volume falls by g / sqrt(s) exactly; the axis orthogonal to v and to
+    # S^2 v is kept (here e_1)
+    ratio = cut.geometric_mean(d)[0] / row.geometric_mean(d)[0]
+    assert ratio**d == pytest.approx(1.0 / np.sqrt(s), rel=1e-8)
+    assert np.allclose(cov[0], [1.0, 0.0, 0.0])
+    # a row already in the slab is not cut; a cut too thin to be sound is None
+    assert row.cut(0, d, v, 100.0).cuts is None
+    assert row.cut(0, d, v, 1e-9) is None
+
+
+def test_cut_rows_travel_through_rows_concatenation_and_pickles_but_never_run():
+    import pickle
+
+    rng = np.random.RandomState(0)
+    scale, dense = random_scale(rng, "diagonal", 4, 3)
+    cut, _ = _with_cuts(scale, dense, rng, 2)
+    # rows written back: a ball clears its row's cuts, a cut row brings them
+    mixed = scale.with_rows([0, 2], [Scale(np.array([0.5])), cut[[2]]])
+    assert mixed.cuts.shape == (4, 3, 2) and not mixed.cuts[[0, 1, 3]].any()
+    assert mixed[[2]].equals(cut[[2]])
+    # a ball with a cut, written back into a diagonal Scale: the same region
+    ball = Scale(np.array([0.5])).cut(0, 3, np.array([0.6, 0.8, 0.0]), 0.2)
+    written = cut.with_rows([1], [ball])
+    np.testing.assert_allclose(written.covariance(1, 3), ball.covariance(0, 3))
+    np.testing.assert_array_equal(written.cuts[[0, 2, 3]], cut.cuts[[0, 2, 3]])
+    joined = Scale.concatenate([scale, cut[[1]]])  # no cuts and cuts: padded
+    assert joined.cuts.shape == (5, 3, 2) and not joined.cuts[:4].any()
+    assert joined[[4]].geometric_mean(3)[0] == cut.geometric_mean(3)[1]
+    assert pickle.loads(pickle.dumps(cut)).equals(cut)
+    for run in (lambda: cut.noise(np.zeros((2, 3))), cut.as_run, cut.shared_parts):
+        with pytest.raises(ValueError, match="never a smoothing to run"):
+            run()
+    with pytest.raises(ValueError, match="cuts must have shape"):
+        Scale(np.ones((2, 3)), cuts=np.zeros((2, 4, 1))).check(2, 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(("isotropic", "diagonal", "rotated-rank-k", "rotated-full")),
+    st.integers(1, 4),
+)
+def test_a_cut_that_keeps_a_ball_keeps_it_and_the_most_volume_near_the_largest(
+    seed, form, n_cuts
+):
+    """``keep``: each cut keeps the ball (the region's or the slab's, what a cap
+    keeps) inside, stays in its slab and in the row, and loses little of the
+    largest cut's volume."""
+    rng = np.random.RandomState(seed)
+    d = 5
+    row, _ = random_scale(rng, form, 1, d)
+    keep = float(row.smallest()[0]) * (1 - 1e-6)
+    plain = row
+    for _ in range(n_cuts):
+        v = rng.randn(d)
+        v /= np.linalg.norm(v)
+        cov = row.covariance(0, d)
+        g = np.sqrt(v @ cov @ v) * rng.uniform(0.2, 0.95)
+        keep = min(keep, g * (1 - 1e-6))
+        new = row.cut(0, d, v, g, keep=keep)
+        new_cov = new.covariance(0, d)
+        assert v @ new_cov @ v <= g**2
+        assert np.linalg.eigvalsh(cov - new_cov)[0] >= -1e-12 * np.abs(cov).max()
+        assert np.linalg.eigvalsh(new_cov)[0] >= keep**2 * (1 - 1e-7)
+        plain = plain.cut(0, d, v, g)
+        row = new
+        keep *= 1 - 1e-8
+    lowest = np.sqrt(np.linalg.eigvalsh(row.covariance(0, d))[0])
+    assert row.smallest()[0] >= lowest * (1 - 1e-4)  # the stated radius, tight
+    assert row.geometric_mean(d)[0] <= plain.geometric_mean(d)[0] * (1 + 1e-9) or (
+        n_cuts > 1  # a later largest cut starts from another region
+    )

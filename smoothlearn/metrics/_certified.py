@@ -219,10 +219,9 @@ def average_radius_improvement(y_true, certificates, baseline, *, proxy=False):
 def _region_transform(certificates, i):
     """``T`` with region i = {T u : ||u|| <= 1}: ``c * gap * S`` (dense or diagonal)."""
     factor = certificates.c * certificates.gap[i]
-    scales, d = certificates.scales, certificates.n_features
-    if scales.kind == "rotated":
-        return scales.dense(i, d, factor=factor)
-    return factor * np.broadcast_to(scales.values[i], (d,))
+    return certificates.scales.diagonal_or_dense(
+        i, certificates.n_features, factor=factor
+    )
 
 
 def _contains_region(outer, inner, i):
