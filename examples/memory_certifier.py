@@ -6,9 +6,13 @@ MemoryCertifier on its own: why data-dependent certificates need a memory
 A data-dependent strategy smooths each input with its own distribution, so
 two inputs' certified regions of different classes can overlap: certified
 alone, neither is wrong, together they contradict each other. The memory
-(ANCER App. D) processes certificates in order and shrinks or abstains on
-any that would meet a remembered region of another class. The estimator does
-this for you (``memory="auto"``); here it is done by hand.
+(ANCER App. D) remembers every region it gives out. The certificates of one
+call are made disjoint together (every pair of different labels whose
+regions meet is cut apart by separating slabs, whatever their order); a
+later call's certificates abstain or shrink where they would meet a
+remembered region of another class. The estimator does this for you
+(``memory="auto"``); here it is done by hand, and beside the papers'
+sequential memory (``joint=False``), which takes the inputs one by one.
 
     python examples/memory_certifier.py
 """
@@ -41,13 +45,18 @@ with warnings.catch_warnings():
     raw = clf.certify(X_test)
 
 memory = MemoryCertifier()
-first = memory.fit_transform(raw[: len(raw) // 2])  # a stream, in two parts
+first = memory.fit_transform(raw[: len(raw) // 2])  # two calls
 second = memory.transform(raw[len(raw) // 2 :])
 print(f"{memory.n_seen_} certificates, {memory.n_entries_} remembered")
-print(f"{memory.n_reduced_} shrunk to a ball, {memory.n_abstained_} made abstentions")
+print(f"{memory.n_reduced_} reduced, {memory.n_abstained_} made abstentions")
 print(
     f"mean radius before {raw.radius.mean():.4f}, after "
     f"{(first.radius.sum() + second.radius.sum()) / len(raw):.4f}"
+)
+sequential = MemoryCertifier(joint=False).fit_transform(raw)
+print(
+    f"sequential memory: {int(sequential.abstained.sum() - raw.abstained.sum())} "
+    f"made abstentions, mean radius {sequential.radius.mean():.4f}"
 )
 
 # the memory is state: save it with joblib, and keep using it

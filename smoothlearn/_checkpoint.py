@@ -7,8 +7,8 @@ unchanged, and computes only the rest. The first line records the call's noise
 key and a fingerprint of everything that determines a certificate (network
 weights, strategy, noise, sigma, n0, n, alpha, radius_tolerance, the radius
 of a sequential decision, classes): a log of another run is refused. The
-memory step runs after all blocks, in input order, so a resumed run ends
-with exactly the certificates and memory of an uninterrupted one. Floats are
+memory step runs once after all blocks, over the whole call, so a resumed
+run ends with exactly the certificates and memory of an uninterrupted one. Floats are
 written with ``repr`` (JSON's own), so they read back exactly.
 """
 

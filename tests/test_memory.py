@@ -74,9 +74,31 @@ def _inside(a, b):
     return np.linalg.norm(np.linalg.solve(b.matrix(), a.matrix()), ord=2) <= 1 + 1e-9
 
 
-@pytest.mark.parametrize("shrink", ["capped", "ball"])
-@pytest.mark.parametrize("kind", ["isotropic", "diagonal", "rotated", "framed"])
-def test_no_two_regions_of_different_labels_meet_after_memory(kind, shrink):
+#: (joint, shrink) of the memories every soundness test runs
+MEMORIES = [
+    (False, "capped"),
+    (False, "ball"),
+    (False, "cut"),
+    (True, "auto"),
+    (True, "cut"),
+    (True, "capped"),
+    (True, "ball"),
+]
+
+
+#: every form under the default and the sequential memories; the joint
+#: step's other reductions on two forms (the hypothesis tests of
+#: test_joint_memory.py take every form)
+CASES = [
+    (kind, joint, shrink)
+    for kind in ("isotropic", "diagonal", "rotated", "framed")
+    for joint, shrink in MEMORIES
+    if joint is False or shrink == "auto" or kind in ("diagonal", "framed")
+]
+
+
+@pytest.mark.parametrize(("kind", "joint", "shrink"), CASES)
+def test_no_two_regions_of_different_labels_meet_after_memory(kind, joint, shrink):
     rng = np.random.RandomState(0)
     cert = _random_certificates(rng, 40, 3, kind)
     before = sum(
@@ -86,8 +108,11 @@ def test_no_two_regions_of_different_labels_meet_after_memory(kind, shrink):
         if cert.label[i] != cert.label[j]
     )
     assert before > 20  # the input really overlaps
-    out = MemoryCertifier(shrink=shrink).fit_transform(cert)
-    assert out.reduced.any() and out.abstained.any()
+    out = MemoryCertifier(joint=joint, shrink=shrink).fit_transform(cert)
+    assert out.reduced.any()
+    # the sequential memory abstains where a centre lies in an earlier region;
+    # the joint step never abstains for another certificate of the call
+    assert out.abstained.any() != joint
     kept = np.flatnonzero(~out.abstained)
     for i in kept:
         for j in kept:
@@ -107,21 +132,24 @@ def test_no_two_regions_of_different_labels_meet_after_memory(kind, shrink):
         # bound below it; the capped region's axes are computed)
         exact = np.linalg.svd(original.matrix(), compute_uv=False).min()
         assert out.radius[i] <= exact * (1 + 1e-9)
+        # and the stated one is no more than the region's own
+        lowest = np.linalg.eigvalsh(_region(out, i).covariance())[0]
+        assert out.radius[i] <= np.sqrt(max(lowest, 0.0)) * (1 + 1e-9)
     if shrink == "ball":  # the papers' balls
         np.testing.assert_allclose(out.radius[red], out.proxy_radius[red])
         return
-    # capped: some region longer than a ball (the capped region against the
-    # papers' ball of one reduction: tests/test_scale.py; the two memories'
-    # later rows differ, as each remembers its own regions)
+    # capped and cut regions: some longer than a ball
     assert (out.proxy_radius[red] >= out.radius[red] * (1 - 1e-12)).all()
-    if kind != "isotropic":
+    if kind != "isotropic" or shrink in ("cut", "auto"):
         assert (out.proxy_radius[red] > out.radius[red] * 1.01).any()
 
 
-def test_l1_memory_leaves_no_cross_polytopes_of_different_labels_meeting():
+@pytest.mark.parametrize("joint", [False, True])
+def test_l1_memory_leaves_no_cross_polytopes_of_different_labels_meeting(joint):
     rng = np.random.RandomState(1)
     cert = _random_certificates(rng, 30, 3, "diagonal", noise="uniform")
-    out = MemoryCertifier().fit_transform(cert)
+    out = MemoryCertifier(joint=joint).fit_transform(cert)
+    assert out.abstained.any() != joint
     assert out.norm == "l1" and out.reduced.any()
     kept = np.flatnonzero(~out.abstained)
     for i in kept:
@@ -139,10 +167,12 @@ def test_same_label_regions_are_left_alone():
     np.testing.assert_array_equal(out.radius, cert.radius)
 
 
-def test_index_gives_the_brute_force_answers_with_fewer_candidates():
+@pytest.mark.parametrize("joint", [False, True])
+def test_index_gives_the_brute_force_answers_with_fewer_candidates(joint):
     rng = np.random.RandomState(3)
     cert = _random_certificates(rng, 400, 4, spread=30.0)
-    pruned, brute = MemoryCertifier(), MemoryCertifier(index=False)
+    pruned = MemoryCertifier(joint=joint)
+    brute = MemoryCertifier(joint=joint, index=False)
     a, b = pruned.fit_transform(cert), brute.fit_transform(cert)
     np.testing.assert_array_equal(a.abstained, b.abstained)
     np.testing.assert_array_equal(a.reduced, b.reduced)
@@ -150,21 +180,21 @@ def test_index_gives_the_brute_force_answers_with_fewer_candidates():
     assert pruned.n_inspected_ < brute.n_inspected_ / 5
 
 
-def test_state_survives_pickling_and_order_matters():
+def test_state_survives_pickling_and_order_matters_to_the_sequential_memory():
     rng = np.random.RandomState(4)
     cert = _random_certificates(rng, 60, 3)
-    straight = MemoryCertifier()
+    straight = MemoryCertifier(joint=False)
     first_half = straight.transform(cert[:30])
     restored = pickle.loads(pickle.dumps(straight))
     assert restored.n_entries_ == straight.n_entries_
     a, b = straight.transform(cert[30:]), restored.transform(cert[30:])
     np.testing.assert_array_equal(a.radius, b.radius)
     np.testing.assert_array_equal(a.abstained, b.abstained)
-    whole = MemoryCertifier().fit_transform(cert)
+    whole = MemoryCertifier(joint=False).fit_transform(cert)
     np.testing.assert_array_equal(
         Certificates.concatenate([first_half, a]).radius, whole.radius
     )
-    reversed_ = MemoryCertifier().fit_transform(cert[::-1])
+    reversed_ = MemoryCertifier(joint=False).fit_transform(cert[::-1])
     assert not np.array_equal(reversed_.radius[::-1], whole.radius)
     assert straight.n_seen_ == 60
     assert straight.n_abstained_ == int(whole.abstained.sum())
@@ -187,7 +217,7 @@ def test_bad_input_raises_and_leaves_the_memory_unchanged():
     assert not hasattr(memory, "n_entries_")
 
 
-def test_a_centre_inside_another_label_region_abstains():
+def test_a_centre_inside_another_label_region_abstains_in_the_sequential_memory():
     cert = Certificates(
         label=[0, 1],
         abstained=[False, False],
@@ -199,9 +229,20 @@ def test_a_centre_inside_another_label_region_abstains():
         class_index=[0, 1],
         abstain_label="none",
     )
-    out = MemoryCertifier().fit_transform(cert)
+    out = MemoryCertifier(joint=False).fit_transform(cert)
     assert out.abstained.tolist() == [False, True]
     assert out.label[1] == "none" and out.radius[1] == 0.0
+    # one call's certificates, made disjoint together: neither abstains; the
+    # small ball keeps its radius (0.1, well inside the half distance) and
+    # the large one is cut short of it along the centres' line
+    joint = MemoryCertifier().fit_transform(cert)
+    assert not joint.abstained.any() and joint.reduced.tolist() == [True, False]
+    assert joint.radius[1] == cert.radius[1]
+    assert joint.contains(0, [0.25, 0.0]) and not joint.contains(0, [0.4, 0.0])
+    assert joint.contains(0, [0.0, 0.99])  # the cut keeps the rest of the ball
+    # a later call's centre inside a remembered region of another class abstains
+    later = MemoryCertifier().fit(cert[:1]).transform(cert[1:])
+    assert later.abstained.tolist() == [True]
 
 
 def test_reduced_ball_touches_but_does_not_enter_the_other_region():
@@ -215,7 +256,7 @@ def test_reduced_ball_touches_but_does_not_enter_the_other_region():
         noise="gaussian",
         class_index=[0, 1],
     )
-    out = MemoryCertifier(eps=1e-9).fit_transform(cert)
+    out = MemoryCertifier(eps=1e-9, joint=False).fit_transform(cert)
     # nearest point of the first ellipse to (0, 1.5) is (0, 0.5): distance 1
     assert out.reduced[1] and out.radius[1] == pytest.approx(1.0, abs=1e-6)
 

@@ -10,7 +10,7 @@ import joblib
 import numpy as np
 import pytest
 
-from smoothlearn import SmoothedClassifier
+from smoothlearn import MemoryCertifier, SmoothedClassifier
 from smoothlearn.certify import SmoothingTask
 from smoothlearn.strategies import IsotropicDD
 
@@ -25,18 +25,21 @@ def _same(a, b):
     np.testing.assert_array_equal(a.reduced, b.reduced)
 
 
-#: What ``n_jobs`` guarantees (README, "Long runs"): workers run with other
-#: thread counts than the main process, which changes the float32 reduction
-#: order inside a data-dependent strategy's optimisation, so its scales may
-#: differ in the last bits; labels, abstentions, vote counts and the memory's
-#: decisions do not change, and radii agree to this relative tolerance.
+#: What ``n_jobs`` guarantees (the user guide, "Reproducibility and seeds"):
+#: workers run with other thread counts than the main process, which changes
+#: the float32 reduction order inside a data-dependent strategy's
+#: optimisation, so its scales may differ in the last bits; labels,
+#: abstentions and vote counts do not change, and the certificates before the
+#: memory agree to this relative tolerance. The memory's joint step then runs
+#: once on them; its choices (a slab's direction, cut or cap) are discrete, so
+#: it may carry an ulp further, and what holds exactly is that its answer is
+#: the joint step of those certificates.
 THREADS_RTOL = 1e-4
 
 
 def _same_across_workers(a, b):
     np.testing.assert_array_equal(a.label, b.label)
     np.testing.assert_array_equal(a.abstained, b.abstained)
-    np.testing.assert_array_equal(a.reduced, b.reduced)
     np.testing.assert_allclose(a.p_lower, b.p_lower, rtol=THREADS_RTOL)
     np.testing.assert_allclose(a.scale, b.scale, rtol=THREADS_RTOL)
     np.testing.assert_allclose(a.radius, b.radius, rtol=THREADS_RTOL)
@@ -44,9 +47,15 @@ def _same_across_workers(a, b):
 
 def test_n_jobs_2_equals_n_jobs_1(fitted_isotropic_dd, digits):
     X, _ = digits
-    one = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=1).certify(X[400:600])
-    two = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=2).certify(X[400:600])
-    _same_across_workers(one, two)
+    raw = {}
+    for n_jobs in (1, 2):
+        clf = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=n_jobs)
+        with pytest.warns(UserWarning, match="memory"):
+            raw[n_jobs] = clf.set_params(memory=None).certify(X[400:600])
+        remembered = clf.set_params(memory="auto").certify(X[400:600])
+        # the memory runs once, after the workers: exactly its joint step
+        _same(remembered, MemoryCertifier().fit_transform(raw[n_jobs]))
+    _same_across_workers(raw[1], raw[2])
 
 
 def test_every_method_runs_blocks_on_workers_with_progress(

@@ -15,6 +15,7 @@ from ..geometry import (
     ellipsoids_disjoint,
     l1_distance_lower_bound,
     l2_distance_to_ellipsoid,
+    support_extent,
 )
 from ..noise import get_noise
 from ..regions import Certificates, with_abstentions
@@ -22,6 +23,7 @@ from ..strategies import STRATEGIES
 from ..strategies._base import describe_smoothing, describe_value
 from ..strategies._curvature import resolve_rank
 from ..utils._sklearn_compat import Interval, StrOptions
+from ._joint import SLAB_MARGIN, candidate_directions, pair_slab, realise
 
 __all__ = ["MemoryCertifier", "key_by_smoothing", "remembered", "resolved_rank_key"]
 
@@ -89,43 +91,85 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     A data-dependent smoothed classifier (one whose smoothing depends on the
     input) certifies each input with its own smoothing distribution, so two
     certificates of different labels may overlap. The memory (ANCER App. D,
-    Algorithm 1; general ellipsoids per RANCER section 3) processes
-    certificates in order; for each new one it
+    Algorithm 1; general ellipsoids per RANCER section 3) keeps every region
+    it has given out and makes each new one avoid those of other classes.
 
-    * abstains if its centre lies in a remembered region of another class;
-    * otherwise shrinks its region until it avoids every intersecting
-      remembered region of another class (MaxIntersect by circumscribed
-      balls, Intersect by the convex K(t) test, LargestOutSubset by
-      projecting the centre onto that region);
-    * remembers the final region (an abstention is not remembered).
+    ``transform`` takes one call's certificates together (``joint=True``, the
+    default):
 
-    The order of processing is part of the state. ``transform`` is the
-    certification step itself and therefore updates the memory: every answer
-    given must be remembered for later answers to stay consistent with it.
+    * against regions remembered from earlier calls, each certificate alone,
+      as the papers do: it abstains if its centre lies in one of another
+      class, else it is reduced until it avoids every such region that it
+      meets (MaxIntersect by circumscribed balls, Intersect by the convex
+      K(t) test, the reduction by ``shrink``);
+    * among the call's own certificates, none has been given out yet: every
+      pair of different labels whose regions meet gets a pair of separating
+      slabs, ``|v.(y - x_i)| <= g_i`` and ``|v.(y - x_j)| <= g_j`` with
+      ``g_i + g_j < v.(x_j - x_i)``, placed by ``objective``; each region
+      then takes all its slabs at once (``shrink``). No certificate abstains
+      because of another of the call (but two of different labels at one
+      centre, which nothing separates: both abstain), and the answer is the
+      same for any order of the inputs;
+    * it remembers the final regions (an abstention is not remembered).
+
+    ``joint=False`` is the papers' sequential memory: certificates in input
+    order, each against everything remembered before it (the earlier ones of
+    the same call too), so a later input abstains where an earlier region of
+    another class holds its centre, and the answers depend on the order. It
+    is kept for comparison and for streams of single queries (where the two
+    agree: a call of one certificate).
+
+    ``transform`` is the certification step itself and therefore updates the
+    memory: every answer given must be remembered for later answers to stay
+    consistent with it. On Fashion-MNIST (ANCER, built-in CNN, first 400 test
+    images, n = 10,000; ``benchmarks/bench_memory_shrink.py``, docs page
+    Benchmarks) the joint step keeps the certificates' own certified
+    accuracy at every radius up to 0.75 and 96% of their proxy radius, where
+    the sequential memory abstains on 7 inputs and keeps 60% of it; its ACR
+    is 77% of the sequential memory's (103% with ``objective='radius'``).
 
     Parameters
     ----------
     eps : float, default=1e-6
         Margin subtracted from the distance to a region of another class when
-        shrinking.
-    shrink : {'capped', 'ball'}, default='capped'
-        LargestOutSubset's region, for a distance ``D`` (less ``eps``) from
-        the centre to the region of another class. ``'ball'``: the ball of
-        radius ``min(D, inscribed radius)`` (the papers' method). ``'capped'``:
-        the region with every semi-axis capped at ``D``
-        (:meth:`~smoothlearn.scale.Scale.capped`): inside the ball of radius
-        ``D``, so as sound, and it holds the papers' ball (the same certified
-        radius) with a larger or equal proxy radius. They differ where the
-        region is shorter than ``D`` along some axes and longer along others:
-        on Fashion-MNIST (built-in CNN, first 400 test images, n = 10,000,
-        ``benchmarks/bench_memory_shrink.py``) AC R~ rose from 2.24 to 2.30
-        for ANCER, 2.07 to 2.13 for rank-9 rancer and 1.95 to 2.13 for rddrs
-        (whose ACR rose from 1.33 to 1.41). A reduced region in a diagonal
-        frame costs a dense ``eigh`` (O(d^3)): the memory's seconds per input
-        rose from 0.14 to 0.18 for rancer there.
+        reducing (and from a pair's separation before splitting it).
     index : bool, default=True
         Find candidate regions with ball trees over the centres (pruned);
         False compares against every entry (brute force, for benchmarks).
+    joint : bool, default=True
+        Make a call's certificates disjoint together, independent of their
+        order (True), or one by one in input order (False: the papers'
+        Algorithm 1).
+    objective : {'volume', 'radius'}, default='volume'
+        Where each pair's slabs sit, and how a region is reduced into them.
+        ``'volume'``: at the midpoint of the pair's separation (a side shorter
+        than half keeps its length), each cut the largest region inside its
+        slab, and (``shrink='auto'``) a region takes the cuts or the cap,
+        whichever has the larger volume: the proxy radius. ``'radius'``:
+        where both inscribed balls fit (``r_i + r_j`` at most the
+        separation) both are kept, else the smaller ball where it is at most
+        half; each cut the largest region inside its slab that keeps the
+        ball a cap would keep (the region's inscribed ball, or the slab's),
+        and a region takes the cuts or the cap, whichever has the larger
+        inscribed radius, then volume: the certified radius first, then the
+        proxy radius.
+    shrink : {'auto', 'cut', 'capped', 'ball'}, default='auto'
+        How a region is reduced into its slabs (joint) or away from a
+        remembered region at distance ``D`` (sequential, and in the joint
+        step against earlier calls). ``'cut'``: a rank-one down-date of the
+        region's covariance per slab (:meth:`~smoothlearn.geometry.Region.cut`):
+        the region keeps its length along every other direction, and a cut
+        certificate stores ``O(d)`` numbers per cut (``Certificates.scales``
+        with cuts). ``'capped'``: every semi-axis capped at the smallest
+        extent or ``D`` (:meth:`~smoothlearn.scale.Scale.capped`), inside that
+        ball and holding the papers' ball. ``'ball'``: the papers' ball of
+        radius ``min(D, inscribed radius)``. ``'auto'``: in the joint step,
+        ``'cut'`` or ``'capped'`` per region by ``objective`` among the
+        call's slabs (l1 regions are capped: a cut is an l2 down-date), and
+        ``'capped'`` against remembered regions and in the sequential memory
+        (a larger remembered region would make later inputs abstain more:
+        one certificate per call, on the Fashion-MNIST images above, abstains
+        on 7 of 80 with cuts there against 1 capped).
     verbose : int, default=0
         From 1, a progress bar over the certificates of each ``transform``.
 
@@ -156,22 +200,39 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
     ...                     noise="gaussian", class_index=[0, 1])
     >>> out = MemoryCertifier().fit_transform(cert)
     >>> out.reduced.tolist(), np.round(out.radius, 3).tolist()
+    ([True, True], [0.75, 0.75])
+    >>> seq = MemoryCertifier(joint=False).fit_transform(cert)
+    >>> seq.reduced.tolist(), np.round(seq.radius, 3).tolist()
     ([False, True], [1.0, 0.5])
     """
 
     _parameter_constraints: dict = {
         "eps": [Interval(numbers.Real, 0, None, closed="left")],
         "index": ["boolean"],
-        "shrink": [StrOptions({"capped", "ball"})],
+        "joint": ["boolean"],
+        "objective": [StrOptions({"volume", "radius"})],
+        "shrink": [StrOptions({"auto", "cut", "capped", "ball"})],
         "verbose": ["verbose"],
     }
 
-    # memories pickled before ``shrink`` existed go on with the default
-    shrink = "capped"
+    # memories pickled before these parameters existed go on with the defaults
+    joint = True
+    objective = "volume"
+    shrink = "auto"
 
-    def __init__(self, eps=1e-6, index=True, shrink="capped", verbose=0):
+    def __init__(
+        self,
+        eps=1e-6,
+        index=True,
+        joint=True,
+        objective="volume",
+        shrink="auto",
+        verbose=0,
+    ):
         self.eps = eps
         self.index = index
+        self.joint = joint
+        self.objective = objective
         self.shrink = shrink
         self.verbose = verbose
 
@@ -307,6 +368,8 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
 
     def _candidates(self, region):
         """Entries whose circumscribed ball meets the region's (MaxIntersect)."""
+        if not self.n_entries_:
+            return np.zeros(0, dtype=np.intp)
         if self.index:
             ids, inspected = self._index.candidates(
                 region.center, region.circumradius, self._centres, self._radii
@@ -325,23 +388,50 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             return l2_distance_to_ellipsoid(region, point)
         return l1_distance_lower_bound(region, point)
 
-    def _certify_one(self, region, label):
-        """Algorithm 1 for one region: ``(region or None, reduced)``."""
-        reduced = False
+    def _conflicts(self, region, label):
+        """Remembered regions of another label that meet ``region``: yields
+        each, or None (then stop) where one holds the region's centre."""
         ord_ = 2 if region.norm == "l2" else 1
         for j in self._candidates(region):
             if self._labels[j] == label:
                 continue
             other = self._regions[j]
             if contains_point(other, region.center):
-                return None, reduced
-            # candidates met the region's circumscribed ball before any shrinking;
-            # MaxIntersect again for the (smaller) current region
+                yield j, None
+                return
+            # candidates met the region's circumscribed ball; MaxIntersect
+            # again for the current (possibly smaller) region
             gap = np.linalg.norm(region.center - other.center, ord=ord_)
             if gap > region.circumradius + other.circumradius:
                 continue
             if ellipsoids_disjoint(region, other):
                 continue
+            yield j, other
+
+    def _plane_from(self, other, region):
+        """``(v, g)``: a slab ``|v.(y - x)| <= g`` around the region's centre
+        ``x`` that misses ``other`` (``v.(x - a) - h_other(v)`` less the
+        margins), the one costing the region least among
+        :func:`candidate_directions`; None where none clears the margins."""
+        diff = region.center - other.center
+        best, best_ratio = None, -np.inf
+        for v in candidate_directions(diff, other, region):
+            g = (float(v @ diff) - support_extent(other, v)) * (
+                1.0 - SLAB_MARGIN
+            ) - self.eps
+            if not g > 0.0:
+                continue
+            ratio = g / max(support_extent(region, v), 1e-300)
+            if ratio > best_ratio:
+                best, best_ratio = (v, g), ratio
+        return best
+
+    def _certify_one(self, region, label, shrink):
+        """Algorithm 1 for one region: ``(region or None, reduced)``."""
+        reduced = False
+        for j, other in self._conflicts(region, label):
+            if other is None:
+                return None, reduced
             distance = self._distance(other, region.center) - self.eps
             if distance <= 0:
                 return None, reduced
@@ -349,52 +439,169 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             # min(D, inscribed radius). Any part of the region inside the
             # ball of radius D misses the other region as that ball does, so
             # the capped region is as sound; it holds that ball, and where
-            # the region is shorter than D along some axes it keeps them
-            # (the default; 'ball' is the papers')
-            if self.shrink == "ball":
+            # the region is shorter than D along some axes it keeps them.
+            # A cut keeps the region in a slab that misses the other region
+            if shrink == "ball":
                 region = region.ball(min(distance, region.inradius))
+            elif shrink == "cut":
+                plane = self._plane_from(other, region)
+                cut = None if plane is None else region.cut(*plane)
+                region = region.capped(distance) if cut is None else cut
             else:
                 region = region.capped(distance)
             reduced = True
         return region, reduced
 
+    def _resolved_shrink(self, norm):
+        """``shrink`` as it runs: ``'auto'`` is the joint step's choice per
+        region (l2) and today's capped axes in the sequential memory."""
+        if self.shrink == "auto":
+            return "auto" if self.joint and norm == "l2" else "capped"
+        return self.shrink
+
     def _process(self, certificates, verbose=0):
-        abstained = certificates.abstained.copy()
-        reduced = certificates.reduced.copy()
-        shrunk_rows, shrunk_scales = [], []  # rows the memory shrank, and how
-        label = certificates.label.copy()
-        class_index = certificates.class_index.copy()
-        gap = certificates.gap.copy()
-        rows = tqdm(
-            range(len(certificates)),
-            desc="memory",
-            unit="input",
-            disable=not verbose,
-            leave=False,
-        )
-        for i in rows:
+        if self.joint:
+            return self._process_joint(certificates, verbose)
+        return self._process_sequential(certificates, verbose)
+
+    def _process_sequential(self, certificates, verbose=0):
+        shrink = self._resolved_shrink(certificates.norm)
+        shrunk = {}
+        abstain = set()
+        for i in self._rows(certificates, verbose):
             self.n_seen_ += 1
             if certificates.abstained[i]:
                 continue
-            region, shrunk = self._certify_one(
+            region, reduced = self._certify_one(
                 self._region(certificates, i, certificates.c * certificates.gap[i]),
                 certificates.label[i],
+                shrink,
             )
             if region is None:
-                abstained[i], gap[i], class_index[i] = True, 0.0, -1
-                self.n_abstained_ += 1
+                abstain.add(i)
                 continue
-            if shrunk:
-                reduced[i] = True
-                shrunk_rows.append(i)
-                shrunk_scales.append(region.form)
-                self.n_reduced_ += 1
+            if reduced:
+                shrunk[i] = region.form
             self._store(region, certificates.label[i])
-        label = with_abstentions(label, abstained, certificates.abstain_label)
+        return self._written(certificates, abstain, shrunk)
+
+    def _process_joint(self, certificates, verbose=0):
+        """The joint step: against remembered regions each certificate alone,
+        as the sequential memory (abstain where a centre lies in one of
+        another class, else reduce: capped under ``shrink='auto'``); among the
+        call's own certificates, every
+        pair of different labels whose regions meet gets separating slabs
+        (:func:`~smoothlearn.estimators._joint.pair_slab`); then each region
+        takes all its slabs (:func:`~smoothlearn.estimators._joint.realise`).
+        No certificate abstains because of another of the call (but for two
+        of different labels at one centre, which nothing separates)."""
+        shrink = self._resolved_shrink(certificates.norm)
+        rho = certificates.c * certificates.gap
+        live = np.flatnonzero(~certificates.abstained)
+        self.n_seen_ += len(certificates)
+        originals = {i: self._region(certificates, i, rho[i]) for i in live}
+        regions, abstain = {}, set()
+        # against earlier calls, as the sequential memory: each row alone
+        earlier = "capped" if shrink == "auto" else shrink
+        for i in self._rows(certificates, verbose, rows=live):
+            region, _ = self._certify_one(originals[i], certificates.label[i], earlier)
+            if region is None:
+                abstain.add(i)
+            else:
+                regions[i] = region
+        planes = {i: [] for i in regions}
+        limits = dict.fromkeys(regions, np.inf)
+        rank = _content_rank(certificates)
+        inradius = {i: regions[i].inradius for i in regions}
+        for a, b in self._call_pairs(certificates, regions, rank):
+            region_a, region_b = regions[a], regions[b]
+            if ellipsoids_disjoint(region_a, region_b):
+                continue
+            slab = pair_slab(
+                region_a, region_b, inradius[a], inradius[b], self.objective, self.eps
+            )
+            if slab is None:  # one centre, two labels: nothing separates them
+                abstain.update((a, b))
+                continue
+            v, g_a, g_b = slab
+            planes[a].append((v, g_a, (0, int(rank[b]))))
+            planes[b].append((v, g_b, (0, int(rank[a]))))
+            limits[a], limits[b] = min(limits[a], g_a), min(limits[b], g_b)
+        shrunk = {}
+        for i in live:
+            if i in abstain:
+                continue
+            if planes[i]:
+                region = realise(
+                    regions[i], planes[i], limits[i], shrink, self.objective
+                )
+                if region is None:
+                    abstain.add(i)
+                    continue
+                regions[i] = region
+            if not regions[i].form.equals(originals[i].form):
+                shrunk[i] = regions[i].form
+        for i in live:
+            if i not in abstain:
+                self._store(regions[i], certificates.label[i])
+        return self._written(certificates, abstain, shrunk)
+
+    def _call_pairs(self, certificates, regions, rank):
+        """Pairs ``(a, b)`` of the call's certificates of different labels
+        whose circumscribed balls meet, each oriented by ``rank`` (so by
+        content, not position) and in that order: a ball tree over the
+        centres, O(n log n) plus the pairs found (a scan without ``index``)."""
+        rows = np.array(sorted(regions), dtype=np.intp)
+        if len(rows) < 2:
+            return []
+        centres = np.stack([regions[i].center for i in rows])
+        radii = np.array([regions[i].circumradius for i in rows])
+        labels = certificates.label[rows]
+        ord_ = 2 if certificates.norm == "l2" else 1
+        if self.index:
+            metric = "euclidean" if ord_ == 2 else "manhattan"
+            tree = BallTree(centres, metric=metric)
+            near = tree.query_radius(centres, r=radii + radii.max())
+        else:
+            near = [np.arange(len(rows))] * len(rows)
+        pairs = []
+        for p, found in enumerate(near):
+            found = found[(found > p) & (labels[found] != labels[p])]
+            if not len(found):
+                continue
+            dist = np.linalg.norm(centres[found] - centres[p], ord=ord_, axis=1)
+            self.n_inspected_ += len(found)
+            for q in found[dist <= radii[p] + radii[found]]:
+                a, b = rows[p], rows[q]
+                pairs.append((a, b) if rank[a] < rank[b] else (b, a))
+        pairs.sort(key=lambda pair: (rank[pair[0]], rank[pair[1]]))
+        return pairs
+
+    @staticmethod
+    def _rows(certificates, verbose, rows=None, what="memory"):
+        rows = range(len(certificates)) if rows is None else rows
+        return tqdm(rows, desc=what, unit="input", disable=not verbose, leave=False)
+
+    def _written(self, certificates, abstain, shrunk):
+        """``certificates`` with the rows of ``abstain`` abstaining and those of
+        ``shrunk`` (row to one-row Scale) reduced."""
+        abstained = certificates.abstained.copy()
+        reduced = certificates.reduced.copy()
+        class_index = certificates.class_index.copy()
+        gap = certificates.gap.copy()
+        rows = sorted(abstain)
+        abstained[rows], gap[rows], class_index[rows] = True, 0.0, -1
+        self.n_abstained_ += len(rows)
+        kept = sorted(i for i in shrunk if i not in abstain)
+        reduced[kept] = True
+        self.n_reduced_ += len(kept)
+        label = with_abstentions(
+            certificates.label.copy(), abstained, certificates.abstain_label
+        )
         return certificates._replace(
             abstained=abstained,
             reduced=reduced,
-            scale=certificates.scales.with_rows(shrunk_rows, shrunk_scales),
+            scale=certificates.scales.with_rows(kept, [shrunk[i] for i in kept]),
             label=label,
             class_index=class_index,
             gap=gap,
@@ -402,7 +609,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------ sklearn API
     def partial_fit(self, certificates, y=None):
-        """Memory-certify ``certificates`` in order and remember them.
+        """Memory-certify ``certificates`` (one call) and remember them.
 
         Parameters
         ----------
@@ -421,7 +628,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         return self.reset().partial_fit(certificates)
 
     def transform(self, certificates, *, verbose=None):
-        """Memory-certify ``certificates`` in order (remembering each answer).
+        """Memory-certify ``certificates``, one call's (remembering each answer).
 
         Parameters
         ----------
@@ -433,8 +640,9 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         Returns
         -------
         Certificates
-            The same certificates with regions shrunk (``reduced``) or turned
-            into abstentions where they conflicted with the memory.
+            The same certificates with regions reduced (``reduced``; cut
+            regions carry their cuts in ``scales``) or turned into
+            abstentions where they conflicted with the memory.
         """
         self._check(certificates)
         if not hasattr(self, "n_entries_"):
@@ -450,6 +658,23 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         return tags
+
+
+def _content_rank(certificates):
+    """Each row's place in an order of the certificates' content (centre,
+    class, gap, the scale's extreme values and volume), not their position."""
+    scales = certificates.scales
+    keys = [
+        scales.geometric_mean(certificates.n_features),
+        scales.smallest(),
+        certificates.gap,
+        certificates.class_index,
+        *certificates.center.T[::-1],
+    ]
+    order = np.lexsort(keys)  # the last key first: the centre's coordinates
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order))
+    return rank
 
 
 # --------------------------------------------- an estimator's memories by smoothing

@@ -177,8 +177,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ``certify``, ``predict``, ``predict_proba`` and ``noise_parameters``
         (None: one, -1: all cores). It changes nothing but float rounding: workers
         run torch with other thread counts, so a data-dependent strategy's
-        optimised scales may differ in the last bits (radii agree to a
-        relative 1e-4; labels and abstentions are the same). Any joblib backend
+        optimised scales may differ in the last bits (radii before the
+        memory agree to a relative 1e-4, and the memory's discrete choices
+        may carry an ulp further; labels and abstentions are the same). Any
+        joblib backend
         works, e.g. a dask cluster with
         ``joblib.parallel_config(backend="dask")``.
 
@@ -684,8 +686,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
         Inputs are certified in blocks of ``INPUT_BLOCK`` (64), spread over
         ``n_jobs`` workers; data-dependent certificates then pass through the
-        memory in input order (``n_jobs`` changes only float rounding, see
-        the parameter).
+        memory once, all together (:class:`MemoryCertifier`'s joint step:
+        the answer depends neither on the order of the inputs nor on how the
+        call was split; ``n_jobs`` changes only float rounding, see the
+        parameter).
 
         Parameters
         ----------

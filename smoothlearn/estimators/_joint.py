@@ -1,0 +1,217 @@
+"""The memory's joint step: one call's certificates made disjoint together.
+
+Every pair of different labels whose regions meet gets a separating slab
+pair: a unit direction ``v`` and extents ``g_i + g_j < v.(x_j - x_i)``, so
+that region ``i`` inside ``{|v.(y - x_i)| <= g_i}`` and region ``j`` inside
+``{|v.(y - x_j)| <= g_j}`` cannot meet. Where the slabs sit is chosen per pair
+by the memory's objective (:func:`split`); each region then takes all its
+slabs at once (:func:`realise`): by rank-one cuts of its covariance
+(:meth:`~smoothlearn.geometry.Region.cut`, which keep the region's length
+along every other direction), by a cap at the smallest extent (the region
+inside that ball; a ball lies in every slab of that extent), or the papers'
+ball. Nothing here depends on the order of the inputs: pairs are oriented and
+a region's slabs applied in an order fixed by the certificates' content.
+
+Both papers (ANCER App. D, Algorithm 1; RANCER section 3) process
+certificates one by one, in input order, and name the order dependence as a
+limitation. What makes their memory sound is only that no two regions of
+different labels given out meet; we keep that argument and drop the order
+within a call, whose certificates are given out together. Against regions
+of earlier calls the papers' rule stands (abstain where a centre lies in one,
+else reduce).
+"""
+
+import numpy as np
+
+from ..geometry import support_extent
+
+__all__ = ["candidate_directions", "realise", "split"]
+
+#: Slabs a region keeps its ball through (``objective='radius'``): each such
+#: cut, and each step of the blend's search, costs O(d q^2) for a region of q
+#: cuts, so a region with more slabs (one large region meeting many) takes
+#: the largest cuts, or the cap where that keeps a larger inscribed radius.
+MAX_BALL_KEEPING_CUTS = 32
+
+#: Relative margin between a pair's two extents and the centres' separation
+#: along the pair's direction: far above float64 rounding of the supports.
+SLAB_MARGIN = 1e-9
+
+
+def candidate_directions(diff, region_a, region_b):
+    """Unit directions that may separate two regions ``diff = x_b - x_a``
+    apart: ``diff`` itself and the normals ``M^-1 diff`` of each region's level
+    sets, where they are defined."""
+    out = []
+    for v in (
+        diff,
+        region_a.whiten_transpose(region_a.whiten(diff)),
+        region_b.whiten_transpose(region_b.whiten(diff)),
+    ):
+        norm = float(np.linalg.norm(v))
+        if np.isfinite(norm) and norm > 0.0:
+            out.append(v / norm)
+    return out
+
+
+def split(total, h_a, h_b, r_a, r_b, objective):
+    """Extents ``(g_a, g_b)`` with ``g_a + g_b = total`` for a pair whose
+    supports along the direction are ``h_a, h_b`` and inscribed radii ``r_a,
+    r_b``.
+
+    ``'volume'``: the midpoint, a side shorter than half keeping all its
+    length (a cut at ``g`` costs a region ``g / h`` of its volume, and
+    ``g_a g_b`` is largest at the midpoint). ``'radius'``: where both
+    inscribed balls fit (``r_a + r_b <= total``) the volume's split moved into
+    ``[r_a, total - r_b]``, keeping both; otherwise the smaller ball is kept
+    whole where at most half the total (the pair's radii then add up to the
+    total, which no split exceeds) and the midpoint else. Inscribed radii are
+    at most the supports, so the kept extents never exceed them.
+    """
+    half = total / 2.0
+    # a side's extent equal to its support leaves it uncut: set exactly
+    # (total - g can round below it), the other side taking the rest
+    g_a, g_b = half, half
+    if h_a < half:
+        g_a, g_b = h_a, total - h_a
+    elif h_b < half:
+        g_a, g_b = total - h_b, h_b
+    if objective == "radius":
+        if r_a + r_b <= total:
+            if g_a < r_a:
+                g_a, g_b = r_a, total - r_a
+            elif g_b < r_b:
+                g_a, g_b = total - r_b, r_b
+        elif min(r_a, r_b) < half:
+            g_a, g_b = (r_a, total - r_a) if r_a <= r_b else (total - r_b, r_b)
+        else:
+            g_a, g_b = half, half
+    return g_a, g_b
+
+
+def pair_slab(region_a, region_b, r_a, r_b, objective, eps):
+    """``(v, g_a, g_b)``: the separating slabs of a pair whose regions meet,
+    or None where their centres coincide (nothing separates them).
+
+    Among :func:`candidate_directions`, the one whose split keeps the most:
+    by volume (the sum of ``log(h / g)`` the cuts cost), or for ``'radius'``
+    first by the inscribed radii kept (``min(g, r)`` summed).
+    """
+    diff = region_b.center - region_a.center
+    best, best_score = None, None
+    for v in candidate_directions(diff, region_a, region_b):
+        total = float(v @ diff) * (1.0 - SLAB_MARGIN) - eps
+        if not total > 0.0:
+            continue
+        h_a, h_b = support_extent(region_a, v), support_extent(region_b, v)
+        g_a, g_b = split(total, h_a, h_b, r_a, r_b, objective)
+        cost = np.log(max(h_a / g_a, 1.0)) + np.log(max(h_b / g_b, 1.0))
+        kept = min(g_a, r_a) + min(g_b, r_b)
+        score = (kept, -cost) if objective == "radius" else (-cost,)
+        if best_score is None or score > best_score:
+            best, best_score = (v, g_a, g_b), score
+    return best
+
+
+def realise(region, planes, cap_limit, shrink, objective):
+    """``region`` inside every slab ``(v, g, order)`` of ``planes``, or None
+    where no sound region is left.
+
+    ``cap_limit`` is a radius whose ball around the centre lies in every
+    slab and misses every region the slabs keep away (the smallest extent,
+    or a smaller distance to a remembered region). ``'cut'``: rank-one cuts in
+    the slabs' ``order`` (the tightest first), the largest each for
+    ``'volume'``, the largest keeping the inscribed ball it can (the
+    region's, or the slab's) for ``'radius'``; ``'capped'``: every
+    semi-axis capped at ``cap_limit``; ``'ball'``: the ball of ``cap_limit``
+    or the inscribed radius; ``'auto'``: the better of ``'cut'`` and
+    ``'capped'`` by ``objective`` (volume; or inscribed radius, then
+    volume). l1 regions are capped (a cut is an l2 down-date).
+    """
+    if not cap_limit > 0.0:
+        return None
+    if shrink == "ball":
+        return region.ball(min(cap_limit, region.inradius))
+    capped = region.capped(cap_limit)
+    if shrink == "capped" or region.norm != "l2":
+        return capped
+    cut = region
+    # a slab the region already lies in takes no cut (a pair's extents leave
+    # their margin between the slabs, not inside them)
+    ordered = sorted(
+        (g / h, order, i)
+        for i, (v, g, order) in enumerate(planes)
+        if (h := support_extent(region, v)) > g
+    )
+    # for the radius, every cut keeps the ball a cap keeps (the region's, or
+    # the smallest extent's), a hair inside each earlier cut's
+    keep = min(region.inradius, cap_limit) * (1.0 - 1e-6)
+    keeping = objective == "radius" and len(ordered) <= MAX_BALL_KEEPING_CUTS
+    for _, _, i in ordered:
+        v, g, _ = planes[i]
+        cut = cut.cut(v, g, keep=keep if keeping else None)
+        keep *= 1.0 - 1e-8  # each kept ball touches: the next one inside it
+        if cut is None:  # too thin to be sound in floating point
+            return capped
+    if shrink == "cut" or (cut is region and capped.form.equals(region.form)):
+        return cut
+    d = region.d
+    if objective == "radius":
+        # the same inscribed radius (to the cuts' margins and the bound's
+        # looseness, 1e-4) keeps the larger volume
+        if cut.inradius >= capped.inradius * (1.0 - 1e-4):
+            return cut
+        if not keeping:  # each step of the blend's search is a secular equation
+            return capped
+        return _blended(region, cut, capped)
+    volume = (cut.form.geometric_mean(d)[0], capped.form.geometric_mean(d)[0])
+    return cut if volume[0] >= volume[1] else capped
+
+
+def _blended(region, cut, capped, steps=20):
+    """The region of covariance ``(1 - t) M_cut + t M_capped`` with the least
+    ``t`` whose inscribed radius reaches the capped region's (the most
+    volume for that radius along this line), or ``capped`` where the two do
+    not share their axes (a diagonal frame, cuts in the original).
+
+    Sound for every ``t``: both covariances are below the original's and
+    have supports within every slab along its direction, so their convex
+    combination does too. Where the capped row keeps the original's axes,
+    the combination is a cut row of the same form: base values
+    ``sqrt((1 - t) s^2 + t s_capped^2)`` (never above ``s``) and cuts
+    ``sqrt(1 - t) C``. Its inscribed radius is concave in ``t``, so the ``t``
+    reaching the capped one's bounds an interval: bisection.
+    """
+    base, top = region.form, capped.form
+    if base.frame is not None or base.cuts is not None or top.cuts is not None:
+        return capped
+    if top.kind != base.kind or (
+        base.basis is not None and not np.array_equal(top.basis, base.basis)
+    ):
+        return capped
+    target = capped.inradius * (1.0 - 1e-9)
+    cuts = cut.form.cuts
+
+    def at(t):
+        def mixed(a, b):
+            if a is None:
+                return None
+            a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+            return np.minimum(np.sqrt((1.0 - t) * a**2 + t * b**2), a)
+
+        form = type(base)(
+            mixed(base.values, top.values),
+            base.basis,
+            mixed(base.rest, top.rest),
+            cuts=np.sqrt(1.0 - t) * cuts,
+        )
+        return type(region)(region.center, region.rho, form, region.norm)
+
+    lo, hi = 0.0, 1.0
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if at(mid).inradius >= target:
+            hi = mid
+        else:
+            lo = mid
+    return at(hi) if hi < 1.0 else capped
