@@ -1,23 +1,29 @@
-"""The memory's shrink (``'capped'`` against the papers' ``'ball'``) on the
-same certificates: quality per strategy, before and after the memory.
+"""The memories on the same certificates: quality per strategy, before and
+after each memory.
 
 Certifies the first ``--inputs`` test inputs with each strategy once, without
 a memory (``memory=None``, the certificates each input's smoothing gives),
-then runs each ``MemoryCertifier(shrink=...)`` over them in input order: what
-``memory="auto"`` gives (the memory only post-processes the certificates, so
-these rows are those of ``bench_quality.py`` with the same model, inputs and
-``n``). Prints, per shrink ("none": before the memory), each strategy's
-certified accuracy at ``bench_quality.RADII``, ACR, AC R~ and the memory's
-reductions, and each strategy against ``ancer`` with paired bootstrap 95%
-intervals (AC R~, ACR, and certified accuracy at ``ACCURACY_AT``).
+then passes them whole to each memory of ``--memories``:
+``sequential[-SHRINK]`` (the papers' Algorithm 1, in input order),
+``joint[-OBJECTIVE][-SHRINK]`` (one call made disjoint together: what
+``memory="auto"`` gives, the memory only post-processing the certificates),
+``rowwise`` (one certificate per call, a stream of single queries). Prints,
+per memory ("none": before any), each strategy's certified accuracy at
+``bench_quality.RADII``, ACR, AC R~, the reductions and abstentions, the
+share of AC R~ kept and the memory's seconds per input against
+certification's; then each strategy against ``ancer`` and each memory
+against the sequential one, with paired bootstrap 95% intervals (AC R~, ACR,
+certified accuracy at ``ACCURACY_AT``). ``--shuffle K`` runs each memory on
+K shuffles of the inputs and prints the largest change of a certificate.
 ``--results DIR`` keeps the certificates per chunk of ``--chunk`` inputs (an
 interrupted run resumes; a later run with more inputs certifies only the new
 ones).
 
     python benchmarks/bench_memory_shrink.py \\
         --dataset /usr/share/datasets/fashion-mnist --images --train 12000 \\
-        --epochs 5 --model fashion.joblib --results raw --inputs 500 \\
-        --strategies ancer rancer rddrs
+        --epochs 5 --model fashion.joblib --results raw --inputs 400 \\
+        --strategies ancer isotropic_dd rancer rddrs \\
+        --memories sequential joint joint-radius rowwise --shuffle 1
 """
 
 import argparse
@@ -31,8 +37,9 @@ from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
 from smoothlearn import Certificates, MemoryCertifier, SmoothedClassifier
 
-#: Radii of the certified-accuracy differences against ancer (the issue's)
-ACCURACY_AT = (0.5, 0.75)
+#: Radii of the certified-accuracy differences (against ancer, and against
+#: the sequential memory)
+ACCURACY_AT = (0, 0.25, 0.5, 0.75)
 
 
 def certificates(clf, text, X, y, results, chunk):
@@ -86,6 +93,10 @@ def add_run_arguments(parser, inputs):
     parser.add_argument("--chunk", type=int, default=20)
     parser.add_argument("--model", default=None, help="joblib file to reuse")
     parser.add_argument("--results", default=None, help="folder of certificates")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu)")
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="noisy inputs per forward pass"
+    )
 
 
 def prepared(args):
@@ -96,21 +107,69 @@ def prepared(args):
     if args.model and os.path.exists(args.model):
         clf = joblib.load(args.model)
     else:
-        clf = SmoothedClassifier(max_epochs=args.epochs, random_state=0)
+        clf = SmoothedClassifier(
+            max_epochs=args.epochs, random_state=0, device=args.device
+        )
         clf.fit(X_train[: args.train], y_train[: args.train])
         if args.model:
             joblib.dump(clf, args.model)
-    clf.set_params(sigma=args.sigma, n=args.n, memory=None)
+    clf.set_params(
+        sigma=args.sigma,
+        n=args.n,
+        memory=None,
+        device=args.device,
+        batch_size=args.batch_size,
+    )
     if args.results:
         os.makedirs(args.results, exist_ok=True)
     return clf, X, y
+
+
+class RowByRow:
+    """A memory given one certificate per call (``rowwise``): what a stream of
+    single queries gets."""
+
+    def fit_transform(self, cert):
+        memory = MemoryCertifier()
+        return Certificates.concatenate(
+            [memory.transform(cert[i : i + 1]) for i in range(len(cert))]
+        )
+
+
+def memory_of(spec):
+    """A memory from its spec: ``sequential[-SHRINK]`` (the papers' order),
+    ``joint[-OBJECTIVE][-SHRINK]``, or ``rowwise`` (one row per call); None
+    for ``none``."""
+    if spec == "none":
+        return None
+    if spec == "rowwise":
+        return RowByRow()
+    mode, *rest = spec.split("-")
+    params = {"joint": mode == "joint"}
+    for part in rest:
+        key = "objective" if part in ("volume", "radius") else "shrink"
+        params[key] = part
+    return MemoryCertifier(**params)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, inputs=500)
     parser.add_argument("--strategies", nargs="+", default=["ancer", "rancer"])
-    parser.add_argument("--shrinks", nargs="+", default=["ball", "capped"])
+    parser.add_argument(
+        "--memories",
+        nargs="+",
+        default=["sequential", "joint", "joint-radius"],
+        help="sequential[-SHRINK] or joint[-OBJECTIVE][-SHRINK] ('none' is "
+        "always first)",
+    )
+    parser.add_argument(
+        "--shuffle",
+        type=int,
+        default=0,
+        help="also run each memory on this many shuffles of the inputs and "
+        "report the largest change of a certificate",
+    )
     args = parser.parse_args()
     clf, X, y = prepared(args)
     raw = {}
@@ -119,20 +178,43 @@ def main():
         print(f"{text}: {raw[text][1].mean():.3f} s/input certified", flush=True)
     print(f"{args.dataset}: {len(X)} inputs, n={args.n}, accuracy at radii {RADII}")
     rng = np.random.RandomState(0)
-    for shrink in ["none", *args.shrinks]:
+    table = {}
+    for spec in ["none", *args.memories]:
         rows = {}
-        for text, (cert, _) in raw.items():
-            if shrink != "none":
+        for text, (cert, seconds) in raw.items():
+            memory = memory_of(spec)
+            if memory is not None:
                 start = time.perf_counter()
-                cert = MemoryCertifier(shrink=shrink).fit_transform(cert)
+                out = memory.fit_transform(cert)
                 memory_seconds = (time.perf_counter() - start) / len(cert)
-            rows[text] = r = row(cert, y)
-            acc = [np.mean(r["correct"] & (cert.radius >= t)) for t in RADII]
+            else:
+                out = cert
+            rows[text] = r = row(out, y)
+            table[spec, text] = r
+            acc = [np.mean(r["correct"] & (out.radius >= t)) for t in RADII]
             extra = ""
-            if shrink != "none":
-                extra = f"  reduced {r['reduced']}  memory {memory_seconds:.3f} s/input"
+            if memory is not None:
+                base = table["none", text]
+                kept = r["proxy_radius"].mean() / max(
+                    base["proxy_radius"].mean(), 1e-300
+                )
+                extra = (
+                    f"  reduced {r['reduced']}  abstained "
+                    f"{int(out.abstained.sum() - cert.abstained.sum())}  keeps AC R~ "
+                    f"{kept:.0%}  memory {memory_seconds:.4f} s/input "
+                    f"({memory_seconds / seconds.mean():.1%} of certification)"
+                )
+                for _ in range(args.shuffle):
+                    order = rng.permutation(len(cert))
+                    again = memory_of(spec).fit_transform(cert[order])
+                    inverse = np.argsort(order)
+                    change = max(
+                        np.abs(again.radius[inverse] - out.radius).max(),
+                        np.abs(again.proxy_radius[inverse] - out.proxy_radius).max(),
+                    )
+                    extra += f"  shuffled: max change {change:.1e}"
             print(
-                f"{shrink:<6} {text:<24} acc "
+                f"{spec:<22} {text:<14} acc "
                 + " ".join(f"{a:.3f}" for a in acc)
                 + f"  ACR {r['radius'].mean():.3f}  ACR~ {r['proxy_radius'].mean():.3f}"
                 + extra,
@@ -143,23 +225,38 @@ def main():
         for text, r in rows.items():
             if text == "ancer":
                 continue
-            line = f"{shrink:<6} {text:<24} - ancer"
-            for key, label in (("proxy_radius", "ACR~"), ("radius", "ACR")):
-                mean, low, high = bootstrap_interval(
-                    r[key], rows["ancer"][key], args.boot, rng
-                )
-                verdict = "" if low <= 0 <= high else " *"
-                line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
-            for t in ACCURACY_AT:  # certified accuracy at an l2 radius
-                mean, low, high = bootstrap_interval(
-                    (r["radius"] >= t).astype(float),
-                    (rows["ancer"]["radius"] >= t).astype(float),
-                    args.boot,
-                    rng,
-                )
-                verdict = "" if low <= 0 <= high else " *"
-                line += f"  acc@{t} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
-            print(line, flush=True)
+            print(
+                f"{spec:<22} {text:<14} - ancer"
+                + versus(r, rows["ancer"], args.boot, rng)
+            )
+    for spec in args.memories:
+        if spec == "sequential" or "sequential" not in args.memories:
+            continue
+        for text in raw:
+            print(
+                f"{spec:<22} {text:<14} - sequential"
+                + versus(table[spec, text], table["sequential", text], args.boot, rng)
+            )
+
+
+def versus(r, base, boot, rng):
+    """Paired bootstrap 95% intervals of ``r`` minus ``base``: AC R~, ACR and
+    certified accuracy at ``ACCURACY_AT``."""
+    line = ""
+    for key, label in (("proxy_radius", "ACR~"), ("radius", "ACR")):
+        mean, low, high = bootstrap_interval(r[key], base[key], boot, rng)
+        verdict = "" if low <= 0 <= high else " *"
+        line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
+    for t in ACCURACY_AT:  # certified accuracy at an l2 radius
+        mean, low, high = bootstrap_interval(
+            (r["correct"] & (r["radius"] >= t)).astype(float),
+            (base["correct"] & (base["radius"] >= t)).astype(float),
+            boot,
+            rng,
+        )
+        verdict = "" if low <= 0 <= high else " *"
+        line += f"  acc@{t} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
+    return line
 
 
 if __name__ == "__main__":
