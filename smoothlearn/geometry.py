@@ -278,9 +278,11 @@ def min_k(region_a, region_b):
     ``K(t) = 1 - t (1 - t) d^T ((1 - t) M_A + t M_B)^-1 d`` with ``M = T T^T``
     and ``d`` the centres' difference. Closed form for diagonal pairs (ancer.md
     D.2); for isotropic or rank-k rotated pairs (``M = c I + U D U^T``) a
-    (k_a + k_b)-sized solve per ``t`` after O(d k) set-up; otherwise the
-    singular values of ``T_A^-1 T_B`` (a generalised symmetric eigenproblem
-    in square-root form, O(d^3)).
+    (k_a + k_b)-sized solve per ``t`` after O(d k) set-up; for cut regions
+    and rank-k rotations in a diagonal frame (``M`` diagonal plus a low rank
+    of mixed signs) Woodbury, O(d q^2) per ``t``; otherwise the singular
+    values of ``T_A^-1 T_B`` (a generalised symmetric eigenproblem in
+    square-root form, O(d^3)).
     """
     diff = region_b.center - region_a.center
     return _minimise_k(_k_function(diff, region_a, region_b)[0])[0]
@@ -291,7 +293,7 @@ def _k_function(diff, region_a, region_b):
     da, db = region_a.diagonal_covariance(), region_b.diagonal_covariance()
     if da is not None and db is not None:
         return _k_diagonal(diff, da, db)
-    if region_a.form.cuts is not None or region_b.form.cuts is not None:
+    if _needs_signed_low_rank(region_a) or _needs_signed_low_rank(region_b):
         parts_a, parts_b = (
             _diagonal_plus_low_rank(region_a),
             _diagonal_plus_low_rank(region_b),
@@ -354,55 +356,92 @@ def _k_low_rank(diff, low_a, low_b):
     return _k_of(quad), direction
 
 
+def _needs_signed_low_rank(region):
+    """Whether ``M`` is diagonal plus a low rank of mixed signs (cuts, or a
+    rank-k rotation in a diagonal frame), not isotropic plus low rank."""
+    form = region.form
+    return form.cuts is not None or form.frame is not None
+
+
 def _diagonal_plus_low_rank(region):
-    """``(D, V, E)`` with ``M = diag(D) + V diag(E) V^T`` (cuts: ``E = -1``), or
-    None in a diagonal frame."""
-    form, d, rho = region.form, region.d, region.rho
-    if form.frame is not None:
-        return None
+    """``(D, V, H)`` with ``M = diag(D) + V H V^T`` (``H`` symmetric, of mixed
+    signs), or None for a rotated row whose basis is not orthonormal to
+    rounding outside a frame (where ``S^2`` is not ``r^2 I + U (s^2 - r^2)
+    U^T``).
+
+    In a diagonal frame ``S = F B F`` with ``B = r I + U E U^T``, ``E = diag(s
+    - r)`` (exactly as :meth:`~smoothlearn.scale.Scale.apply` runs it, for any
+    basis), so ``M = F B F^2 B F = r^2 F^4 + V H V^T`` with ``V = [F^3 U, F U]``
+    and ``H = [[0, r E], [r E, E (U^T F^2 U) E]]``: rank 2k. A cut adds a
+    column ``rho c`` of weight -1 (``M = rho^2 (S^2 - C C^T)``).
+    """
+    form, d = region.form, region.d
+    rho2 = float(region.rho) ** 2
     values = np.asarray(form.values[0], dtype=np.float64)
     cuts = form.row_cuts(0)
-    columns, weights = [], []
+    columns, blocks = [], []
     if form.kind == "rotated":
-        rest2 = float(rho * form.rest[0]) ** 2
-        diagonal = np.full(d, rest2)
-        columns.append(np.asarray(form.basis[0], dtype=np.float64))
-        weights.append((rho * values) ** 2 - rest2)
+        u = np.asarray(form.basis[0], dtype=np.float64)
+        r = float(form.rest[0])
+        if form.frame is not None:
+            f = np.asarray(form.frame[0], dtype=np.float64)
+            fu = f[:, None] * u
+            e = values - r
+            k = len(e)
+            h = np.zeros((2 * k, 2 * k))
+            h[:k, k:] = h[k:, :k] = np.diag(r * e)
+            h[k:, k:] = e[:, None] * (fu.T @ fu) * e[None, :]
+            diagonal = rho2 * r * r * f**4
+            columns.append(np.hstack([(f * f)[:, None] * fu, fu]))
+            blocks.append(rho2 * h)
+        else:
+            if not orthonormal_to_rounding(u):
+                return None
+            diagonal = np.full(d, rho2 * r * r)
+            columns.append(u)
+            blocks.append(np.diag(rho2 * (values**2 - r * r)))
     else:
-        diagonal = np.broadcast_to((rho * values) ** 2, (d,)).astype(np.float64)
+        diagonal = np.broadcast_to(rho2 * values**2, (d,)).astype(np.float64)
     if cuts is not None:
-        columns.append(rho * cuts)
-        weights.append(-np.ones(cuts.shape[1]))
+        columns.append(np.sqrt(rho2) * cuts)
+        blocks.append(-np.eye(cuts.shape[1]))
     if not columns:
-        return diagonal, np.zeros((d, 0)), np.zeros(0)
-    return diagonal, np.hstack(columns), np.concatenate(weights)
+        return diagonal, np.zeros((d, 0)), np.zeros((0, 0))
+    return diagonal, np.hstack(columns), scipy.linalg.block_diag(*blocks)
+
+
+def _low_rank_solver(parts):
+    """``solve(shift, x) = (M + shift I)^-1 x`` for ``M = diag(D) + V H V^T``:
+    Woodbury, ``N^-1 x - N^-1 V (I + H G)^-1 H V^T N^-1 x`` with ``N = D +
+    shift`` and ``G = V^T N^-1 V`` (no ``H^-1``: it may be singular), O(d q^2)."""
+    diagonal, V, H = parts
+    eye = np.eye(V.shape[1])
+
+    def solve(shift, x):
+        inverse = 1.0 / (diagonal + shift)
+        scaled = V * inverse[:, None]
+        if not V.shape[1]:
+            return inverse * x
+        inner = np.linalg.solve(eye + H @ (V.T @ scaled), H @ (scaled.T @ x))
+        return inverse * x - scaled @ inner
+
+    return solve
 
 
 def _k_diagonal_low_rank(diff, parts_a, parts_b):
-    # M(t) = N(t) + V E(t) V^T, N(t) = diag((1-t) D_a + t D_b) and V = [V_a V_b];
-    # Woodbury: M^-1 d = N^-1 d - N^-1 V (I + E G)^-1 E p, G = V^T N^-1 V,
-    # p = V^T N^-1 d (E may be singular or negative: no E^-1 is formed)
-    (da, va, ea), (db, vb, eb) = parts_a, parts_b
+    # M(t) = N(t) + V H(t) V^T with N(t) = diag((1-t) D_a + t D_b), V = [V_a V_b]
+    # and H(t) = blockdiag((1-t) H_a, t H_b): M(t)^-1 d by Woodbury
+    (da, va, ha), (db, vb, hb) = parts_a, parts_b
     V = np.hstack([va, vb])
-    eye = np.eye(V.shape[1])
 
-    def terms(t):
-        inverse = 1.0 / ((1.0 - t) * da + t * db)
-        E = np.concatenate([(1.0 - t) * ea, t * eb])
-        scaled = V * inverse[:, None]
-        G, p = V.T @ scaled, scaled.T @ diff
-        inner = np.linalg.solve(eye + E[:, None] * G, E * p) if len(p) else p
-        return inverse, scaled, p, inner
-
-    def quad(t):
-        inverse, _, p, inner = terms(t)
-        return float(diff @ (inverse * diff)) - float(p @ inner)
+    def solver(t):
+        H = scipy.linalg.block_diag((1.0 - t) * ha, t * hb)
+        return _low_rank_solver(((1.0 - t) * da + t * db, V, H))
 
     def direction(t):
-        inverse, scaled, _, inner = terms(t)
-        return inverse * diff - scaled @ inner
+        return solver(t)(0.0, diff)
 
-    return _k_of(quad), direction
+    return _k_of(lambda t: float(diff @ direction(t))), direction
 
 
 def _k_dense(diff, region_a, region_b):
@@ -454,13 +493,17 @@ def l2_distance_to_ellipsoid(region, point):
     the distance for any ``n`` and equals it at the exact projection, so an
     inexact root can only shrink the answer: the sound side for the memory.
     For a rotated rank-k region the complement of the basis counts as one
-    coordinate.
+    coordinate; cut regions and rotations in a diagonal frame solve the same
+    equation by Woodbury (:func:`_l2_distance_low_rank`), with no O(d^3)
+    eigendecomposition.
 
     Returns 0 when ``point`` lies inside.
     """
     y_full = np.asarray(point, dtype=np.float64) - region.center
-    if region.form.cuts is not None and _closed_form_base(region.form):
-        return _l2_distance_cut(region, y_full)
+    if _needs_signed_low_rank(region):
+        parts = _diagonal_plus_low_rank(region)
+        if parts is not None and parts[1].shape[1] < region.d:
+            return _l2_distance_low_rank(region, y_full, parts)
     alpha, coordinates = _shape_eigen(region)
     y = coordinates(y_full)
     y2a = y**2 * alpha
@@ -489,34 +532,19 @@ def l2_distance_to_ellipsoid(region, point):
     return max(bound - rounding, 0.0)
 
 
-def _closed_form_base(form):
-    """Whether a one-row Scale's base has closed-form shifted inverses:
-    isotropic, diagonal, or rotated on a basis orthonormal to rounding."""
-    if form.frame is not None:
-        return False
-    return form.kind != "rotated" or orthonormal_to_rounding(form.basis[0])
-
-
-def _l2_distance_cut(region, y):
-    """:func:`l2_distance_to_ellipsoid` for a cut region on a closed-form base,
-    in O(d q^2) per step (no eigendecomposition): with ``M = B - C C^T`` and
-    ``p(lam) = (M + 2 lam I)^-1 y`` (Woodbury on ``B + 2 lam I``), the
-    projection is ``x* = M p`` and ``f(lam) = p^T M p - 1``; the distance is
-    read off the hyperplane with normal ``y - x* = 2 lam p``."""
-    form, rho2 = region.form, region.rho**2
-    cuts = form.row_cuts(0)
-
-    def solve(mu, x):  # (rho^2 (S^2 - C C^T) + mu I)^-1 x
-        def shifted(v):
-            return form._shifted_inverse(0, v, -mu / rho2) / rho2
-
-        out = shifted(x[:, None])[:, 0]
-        bc = shifted(cuts)
-        inner = np.eye(cuts.shape[1]) / rho2 - cuts.T @ bc
-        return out + bc @ np.linalg.solve(inner, bc.T @ x)
+def _l2_distance_low_rank(region, y, parts):
+    """:func:`l2_distance_to_ellipsoid` for ``M = diag(D) + V H V^T`` (cuts, a
+    rotation in a diagonal frame; :func:`_diagonal_plus_low_rank`), in O(d q^2)
+    per step (no eigendecomposition): with ``p(lam) = (M + 2 lam I)^-1 y``
+    (Woodbury), the projection is ``x* = M p`` and ``f(lam) = p^T M p - 1``;
+    the distance is read off the hyperplane with normal ``y - x* = 2 lam p``,
+    whose support is the region's own (:func:`support_extent`), so an inexact
+    solve can only shrink the answer."""
+    diagonal, V, H = parts
+    solve = _low_rank_solver(parts)
 
     def cov(x):
-        return rho2 * form._covariance_apply(0, x)
+        return diagonal * x + V @ (H @ (V.T @ x))
 
     if float(y @ solve(0.0, y)) <= 1.0:
         return 0.0

@@ -30,10 +30,12 @@ KINDS = (
     "rank-k",
     "dense",
     "framed",
+    "framed-thin",
     "cut-isotropic",
     "cut-diagonal",
     "cut-rank-k",
     "cut-framed",
+    "cut-framed-thin",
 )
 
 
@@ -51,9 +53,11 @@ def _region(rng, d, kind, centre):
         return Region(centre, 1.0, float(semi[0]))
     if kind == "diagonal":
         return Region(centre, 1.0, semi)
-    k = d if kind == "dense" else max(1, d // 2)
+    # framed-thin: one direction, so that M = diag + rank 2 and pairs of
+    # thin or cheaper kinds take K(t)'s and the distance's Woodbury path
+    k = d if kind == "dense" else 1 if kind == "framed-thin" else max(1, d // 2)
     basis = np.linalg.qr(rng.randn(d, k))[0]
-    if kind == "framed":  # rank k in a diagonal frame: S = F R F
+    if kind.startswith("framed"):  # rank k in a diagonal frame: S = F R F
         # the frame's square spans 1e-3..1e2 like the other kinds' semi-axes,
         # R's own scales 0.3..30 on top of it
         frame = 10 ** rng.uniform(-1.5, 1.0, d)
