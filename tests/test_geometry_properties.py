@@ -220,3 +220,35 @@ def test_dense_pairs_settled_by_a_direction_or_the_segment_skip_the_svd(
     b = Region(shift * u, 1.0, b.scale, basis=b.basis, scale_rest=b.scale_rest)
     assert ellipsoids_disjoint(a, b) == apart
     assert ellipsoids_disjoint(b, a) == apart
+
+
+def test_framed_rows_take_woodbury_solves_not_dense_decompositions(monkeypatch):
+    # rank-k rancer/rddrs rows in ANCER's frame are diagonal plus rank 2k:
+    # K(t) and the distance must not fall back to a d x d SVD or eigh (on
+    # 784 features that cost 5x to 8x the memory's time), and must agree
+    # with the dense answers
+    import smoothlearn.geometry as geometry
+
+    rng = np.random.RandomState(1)
+    d = 40
+    a = _region(rng, d, "framed-thin", rng.randn(d))
+    b = _region(rng, d, "cut-framed-thin", rng.randn(d))
+    point = a.center + 3.0 * a.circumradius * np.eye(d)[0]
+    diff = b.center - a.center
+    dense_k = geometry._k_dense(diff, a, b)[0]
+    dense_distance = float(reference.l2_distance(a, point))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dense decomposition was computed")
+
+    monkeypatch.setattr(geometry, "_k_dense", refuse)
+    monkeypatch.setattr(np.linalg, "eigh", refuse)
+    monkeypatch.setattr(np.linalg, "svd", refuse)
+    k_of_t = geometry._k_function(diff, a, b)[0]
+    for t in (0.1, 0.5, 0.9):
+        assert k_of_t(t) == pytest.approx(dense_k(t), rel=1e-9)
+    distance = l2_distance_to_ellipsoid(a, point)
+    assert distance <= dense_distance
+    # the only slack is the stated rounding margin
+    slack = 2 * SEPARATION_MARGIN * (np.linalg.norm(point - a.center) + a.circumradius)
+    assert distance == pytest.approx(dense_distance, rel=1e-9, abs=slack)
