@@ -25,7 +25,7 @@ import numpy as np
 
 from ..geometry import support_extent
 
-__all__ = ["candidate_directions", "realise", "split"]
+__all__ = ["candidate_directions", "pair_slab", "realise", "split"]
 
 #: Slabs a region keeps its ball through (``objective='radius'``): each such
 #: cut, and each step of the blend's search, costs O(d q^2) for a region of q
@@ -113,13 +113,13 @@ def pair_slab(region_a, region_b, r_a, r_b, objective, eps):
     return best
 
 
-def realise(region, planes, cap_limit, shrink, objective):
-    """``region`` inside every slab ``(v, g, order)`` of ``planes``, or None
-    where no sound region is left.
+def realise(region, planes, shrink, objective):
+    """``region`` inside every slab ``(v, g, order)`` of ``planes`` (a
+    non-empty list), or None where no sound region is left.
 
-    ``cap_limit`` is a radius whose ball around the centre lies in every
-    slab and misses every region the slabs keep away (the smallest extent,
-    or a smaller distance to a remembered region). ``'cut'``: rank-one cuts in
+    The ball of the smallest extent ``g`` around the centre lies in every
+    slab, so misses every region the slabs keep away: the cap's limit.
+    ``'cut'``: rank-one cuts in
     the slabs' ``order`` (the tightest first), the largest each for
     ``'volume'``, the largest keeping the inscribed ball it can (the
     region's, or the slab's) for ``'radius'``; ``'capped'``: every
@@ -128,6 +128,7 @@ def realise(region, planes, cap_limit, shrink, objective):
     ``'capped'`` by ``objective`` (volume; or inscribed radius, then
     volume). l1 regions are capped (a cut is an l2 down-date).
     """
+    cap_limit = min(g for _, g, _ in planes)
     if not cap_limit > 0.0:
         return None
     if shrink == "ball":
