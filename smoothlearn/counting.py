@@ -22,23 +22,32 @@ counted.
 import numpy as np
 import torch
 
+from .denoisers import noise_levels
 from .scale import Scale
 
 __all__ = ["count_classes"]
 
 
 class _PlainResponse:
-    """Class scores of the whole network on every noisy input."""
+    """Class scores of the whole network on every noisy input; with
+    ``levels``, each input's noise level goes with its noisy copies (a
+    denoiser in front that must know how much noise to remove)."""
 
-    def __init__(self, network, centres, scale):
+    def __init__(self, network, centres, scale, levels=None):
         self.network, self.centres, self.scale = network, centres, scale
+        self.levels = levels
 
     def window(self, z):
         return None
 
     def scores(self, i0, i1, z, shared):
         noisy = self.scale[i0:i1].perturb(self.centres[i0:i1], z)
-        return self.network.logits(noisy.reshape(-1, self.network.n_features))
+        level = None
+        if self.levels is not None:  # input-major, as the noisy copies
+            level = self.levels[i0:i1].repeat_interleave(z.shape[0])
+        return self.network.logits(
+            noisy.reshape(-1, self.network.n_features), noise_level=level
+        )
 
 
 def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
@@ -98,8 +107,15 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                         first_row=first_row,
                     )
             return out
+    batch_size = network.batch_size_for(batch_size)
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
+    levels = None
+    if network.noise_level_rule is not None:
+        levels = torch.as_tensor(
+            noise_levels(scale, network.n_features, network.noise_level_rule),
+            device=device,
+        )
     if scale.offset is not None:  # UCAN's mean offset moves the noise's centre
         X = X + np.asarray(scale.offset, dtype=np.float32)
     centres = network.inputs(X)
@@ -108,11 +124,11 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
         offset=False,
     )
     parts = scale.shared_parts()
-    first = network.first_linear if parts is not None else None
+    first = network.first_linear if parts is not None and levels is None else None
     network.module.eval()
     with torch.inference_mode():
         if first is None:
-            response = _PlainResponse(network, centres, scale)
+            response = _PlainResponse(network, centres, scale, levels)
         else:
             response = first.fused_response(centres, parts)
         stop = first_row + n_draws

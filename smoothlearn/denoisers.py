@@ -18,6 +18,11 @@ of ``g`` zero at the start, so an untrained denoiser is the identity and
   al. 2017) but cheap: the certification cost of ``f o D`` is the denoiser's
   forward pass plus the classifier's, per noise draw, so the residual branch
   works at half resolution on 2x2 blocks of pixels.
+
+A denoiser that needs no training: :class:`DiffusionDenoiser`, one step of a
+pretrained diffusion model (Carlini et al., ICLR 2023, "(Certified!!)
+Adversarial Robustness for Free!"). ``fit`` trains nothing of it; the engine
+tells it each input's smoothing noise level (:func:`noise_levels`).
 """
 
 import copy
@@ -31,9 +36,13 @@ from .utils._torch import first_output
 
 __all__ = [
     "DenoisedNetwork",
+    "DiffusionDenoiser",
     "ResidualCNNDenoiser",
     "ResidualMLPDenoiser",
+    "batch_that_fits",
+    "cuda_memory_figures",
     "default_denoiser_for",
+    "noise_levels",
 ]
 
 
@@ -204,8 +213,26 @@ class DenoisedNetwork(nn.Module):
         self.classifier.eval()
         return self
 
-    def forward(self, X):
-        return self.classifier(self.denoiser(X))
+    @property
+    def noise_level_rule(self):
+        """How the engine sums up an input's smoothing scale as one noise
+        level for the denoiser (:func:`noise_levels`), or None where the
+        denoiser takes no level (a trained one learnt its level)."""
+        return getattr(self.denoiser, "noise_level_rule", None)
+
+    @property
+    def sized_to_memory(self):
+        """Whether certification sizes its batches to the device's free
+        memory (a diffusion model in front: :meth:`FlatInputNetwork.batch_size_for
+        <smoothlearn.network.FlatInputNetwork.batch_size_for>`)."""
+        return isinstance(self.denoiser, DiffusionDenoiser)
+
+    def forward(self, X, noise_level=None):
+        if noise_level is None:
+            return self.classifier(self.denoiser(X))
+        # the denoiser's output goes to the classifier as it is: one device,
+        # no copy between the two
+        return self.classifier(self.denoiser(X, noise_level=noise_level))
 
     def smoothlearn_first_linear(self, input_shape=None):
         """The first affine map of ``f o D`` to reuse, and the rest, or None.
@@ -302,3 +329,360 @@ class _Then(nn.Module):
 
     def forward(self, X):
         return self.second(first_output(self.first(X)))
+
+
+#: What ``DiffusionDenoiser.prediction`` may name: the model's output as
+#: ``diffusers`` schedulers read it (``prediction_type``).
+PREDICTIONS = ("epsilon", "sample", "v_prediction")
+
+#: How an anisotropic scale is summed up as one noise level (:func:`noise_levels`).
+LEVEL_RULES = ("rms", "geometric")
+
+
+class DiffusionDenoiser(nn.Module):
+    """One denoising step of a pretrained diffusion model (Carlini et al., 2023).
+
+    For smoothing noise of standard deviation ``sigma`` (in the units of
+    ``data_range``) the noisy input ``y = x + delta`` is mapped to the model's
+    ``[-1, 1]`` range (``y' = 2 (y - lo) / (hi - lo) - 1``, so the noise level
+    becomes ``sigma' = 2 sigma / (hi - lo)``), the timestep ``t`` whose level
+    ``sqrt((1 - a_t) / a_t)`` is nearest ``sigma'`` is taken, ``x_t =
+    sqrt(a_t) y'`` is given to the model, and its one-step estimate of the
+    clean input
+
+    * ``'epsilon'``: ``x0 = (x_t - sqrt(1 - a_t) eps(x_t, t)) / sqrt(a_t)``;
+    * ``'sample'``: ``x0 = model(x_t, t)``;
+    * ``'v_prediction'``: ``x0 = sqrt(a_t) x_t - sqrt(1 - a_t) v(x_t, t)``
+
+    (``diffusers``' definitions) is mapped back to ``data_range``. Nothing is
+    clipped.
+
+    The timestep rule: ``t = argmin_t |level_t - sigma'|`` (the first on a
+    tie). Where ``sigma'`` lies between the smallest and the largest level,
+    the level used is off by at most half the largest gap between neighbouring
+    levels around ``sigma'`` (:meth:`level_mismatch` gives it for one sigma);
+    outside, the nearest end is used. The smoothing noise itself is never
+    changed, so certificates are sound whatever the match: a mismatch costs
+    accuracy only.
+
+    Used as every denoiser is, ``SmoothedClassifier(module=classifier,
+    denoiser=DiffusionDenoiser(...))``: ``fit`` trains nothing of it (it
+    records the classes and the input shape, and checks the two models
+    together); the diffusion model and the classifier are used frozen, in
+    eval mode, and never modified. Each certification count gives the
+    denoiser the noise level of each input's own scale (:func:`noise_levels`);
+    elsewhere (a strategy's optimisation steps, a direct call) it uses
+    ``sigma``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        ``model(x_t, t)`` with ``t`` a long tensor of one timestep per row;
+        returns the prediction (a tensor, a tuple whose first item is it, or
+        an object with a ``.sample``, as ``diffusers``' ``UNet2DModel``). An
+        output with twice the input's channels (a learned variance after the
+        prediction, as OpenAI's guided-diffusion models give) is cut to its
+        first half.
+    alphas_cumprod : array-like of shape (T,)
+        The schedule's cumulative products ``a_t``, in ``(0, 1]`` and
+        non-increasing in ``t``.
+    data_range : (float, float), default=(0, 1)
+        The range ``(lo, hi)`` the classifier's inputs live in, mapped to the
+        model's ``[-1, 1]``.
+    prediction : {'epsilon', 'sample', 'v_prediction'}, default='epsilon'
+        What the model predicts.
+    noise_level_rule : {'rms', 'geometric'}, default='rms'
+        For anisotropic smoothing (``ancer``, ``rancer``, ...), the level the
+        denoiser is given for an input smoothed by ``S``: the RMS of ``S``'s
+        eigenvalues, ``sqrt(tr(S^2) / d)`` (the noise's energy per
+        coordinate, what an isotropic noise of that level carries), or their
+        geometric mean, ``det(S)^(1/d)`` (the certified region's volume). The
+        two agree for isotropic noise.
+    sigma : float, default=None
+        The level used where none is given; ``SmoothedClassifier.fit`` sets
+        its copy's to the estimator's ``sigma`` when None.
+
+    Attributes
+    ----------
+    levels : torch.Tensor of shape (T,), float64
+        Each timestep's level ``sqrt((1 - a_t) / a_t)`` in the model's range.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from smoothlearn.denoisers import DiffusionDenoiser
+    >>> class NoNoise(torch.nn.Module):  # predicts no noise: x0 = the input
+    ...     def forward(self, x, t):
+    ...         return torch.zeros_like(x)
+    >>> ddpm = torch.cumprod(1 - torch.linspace(1e-4, 0.02, 1000), 0)  # DDPM's
+    >>> d = DiffusionDenoiser(NoNoise(), ddpm)  # data in [0, 1]
+    >>> t = d.timestep(0.25)  # level 0.5 in [-1, 1]
+    >>> t, round(d.level(t), 4), round(d.level_mismatch(0.25), 5)
+    (144, 0.2497, 0.00029)
+    >>> d(torch.full((1, 3), 0.7), noise_level=0.25)
+    tensor([[0.7000, 0.7000, 0.7000]])
+    """
+
+    def __init__(
+        self,
+        model,
+        alphas_cumprod,
+        *,
+        data_range=(0, 1),
+        prediction="epsilon",
+        noise_level_rule="rms",
+        sigma=None,
+    ):
+        super().__init__()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"model must be a torch.nn.Module; got {type(model).__name__}."
+            )
+        a = torch.as_tensor(
+            np.asarray(
+                alphas_cumprod.detach().cpu()
+                if isinstance(alphas_cumprod, torch.Tensor)
+                else alphas_cumprod,
+                dtype=np.float64,
+            )
+        )
+        if a.ndim != 1 or len(a) == 0:
+            raise ValueError(
+                f"alphas_cumprod must be 1-D and non-empty; got shape {tuple(a.shape)}."
+            )
+        if not (torch.isfinite(a).all() and (a > 0).all() and (a <= 1).all()):
+            raise ValueError("alphas_cumprod must lie in (0, 1].")
+        if (a[1:] > a[:-1]).any():
+            raise ValueError("alphas_cumprod must be non-increasing in t.")
+        lo, hi = (float(v) for v in data_range)
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+            raise ValueError(f"data_range must be (lo, hi) with lo < hi; got {data_range}.")
+        if prediction not in PREDICTIONS:
+            raise ValueError(
+                f"prediction must be one of {PREDICTIONS}; got {prediction!r}."
+            )
+        if noise_level_rule not in LEVEL_RULES:
+            raise ValueError(
+                f"noise_level_rule must be one of {LEVEL_RULES}; got "
+                f"{noise_level_rule!r}."
+            )
+        if sigma is not None and not (np.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma must be a positive number; got {sigma!r}.")
+        self.model = model
+        self.data_range = (lo, hi)
+        self.prediction = prediction
+        self.noise_level_rule = noise_level_rule
+        self.sigma = sigma
+        self.register_buffer("alphas_cumprod", a)
+        self.register_buffer("levels", torch.sqrt((1 - a) / a))
+        # the timestep rule's thresholds: level t is nearest for sigma' in
+        # [midpoint t-1, midpoint t)
+        self.register_buffer("_midpoints", (self.levels[1:] + self.levels[:-1]) / 2)
+
+    @classmethod
+    def from_diffusers(cls, unet, scheduler, **kwargs):
+        """Build from a ``diffusers`` model and scheduler: the scheduler's
+        ``alphas_cumprod`` and ``prediction_type``.
+
+        Parameters
+        ----------
+        unet : torch.nn.Module
+            A ``diffusers`` model (``UNet2DModel``) or any module taking
+            ``(x_t, t)``.
+        scheduler : object
+            A ``diffusers`` scheduler with ``alphas_cumprod`` (DDPM, DDIM ...).
+        **kwargs
+            ``data_range``, ``noise_level_rule``, ``sigma`` (``prediction``
+            comes from the scheduler's config unless given).
+        """
+        alphas = getattr(scheduler, "alphas_cumprod", None)
+        if alphas is None:
+            raise TypeError(
+                f"{type(scheduler).__name__} has no alphas_cumprod: give a diffusers "
+                "scheduler of a DDPM-type schedule (DDPMScheduler, DDIMScheduler ...)."
+            )
+        config = getattr(scheduler, "config", {})
+        prediction = kwargs.pop(
+            "prediction", getattr(config, "prediction_type", None) or "epsilon"
+        )
+        return cls(unet, alphas, prediction=prediction, **kwargs)
+
+    # ------------------------------------------------------- the timestep rule
+    def _model_units(self, sigma):
+        lo, hi = self.data_range
+        return 2.0 * np.asarray(sigma, dtype=np.float64) / (hi - lo)
+
+    def timestep(self, sigma):
+        """The timestep for smoothing noise ``sigma`` (data units): an int, or
+        an array of ints for an array of sigmas."""
+        mapped = torch.as_tensor(self._model_units(sigma))
+        t = torch.bucketize(mapped, self._midpoints.cpu(), right=False)
+        return int(t) if t.ndim == 0 else t.numpy()
+
+    def level(self, t):
+        """The noise level timestep ``t`` stands for, in data units."""
+        lo, hi = self.data_range
+        return float(self.levels[int(t)]) * (hi - lo) / 2.0
+
+    def level_mismatch(self, sigma):
+        """``|level(timestep(sigma)) - sigma|``, in data units."""
+        return abs(self.level(self.timestep(sigma)) - float(sigma))
+
+    # ------------------------------------------------------------- the step
+    def train(self, mode=True):
+        # the diffusion model stays in eval mode (its dropout off) whatever is asked
+        self.training = mode
+        self.model.eval()
+        return self
+
+    def forward(self, X, noise_level=None):
+        """The one-step estimate of the clean ``X``.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n, *input_shape)
+            Noisy inputs in the units of ``data_range``.
+        noise_level : float or torch.Tensor of shape (n,), default=None
+            Each row's smoothing noise level (data units); ``sigma`` when None.
+        """
+        if noise_level is None:
+            if self.sigma is None:
+                raise ValueError(
+                    "DiffusionDenoiser needs the noise level: give noise_level, or "
+                    "sigma (SmoothedClassifier.fit sets it)."
+                )
+            noise_level = self.sigma
+        lo, hi = self.data_range
+        to_model = 2.0 / (hi - lo)
+        mapped = torch.as_tensor(
+            noise_level, dtype=self._midpoints.dtype, device=self._midpoints.device
+        ) * to_model
+        t = torch.bucketize(mapped, self._midpoints).expand(len(X))
+        shape = (len(X),) + (1,) * (X.dim() - 1)
+        a = self.alphas_cumprod[t].to(X.dtype).reshape(shape)
+        root_a, root_rest = a.sqrt(), (1 - a).sqrt()
+        x_t = root_a * ((X - lo) * to_model - 1.0)
+        out = self._prediction(x_t, t)
+        if self.prediction == "epsilon":
+            x0 = (x_t - root_rest * out) / root_a
+        elif self.prediction == "sample":
+            x0 = out
+        else:  # v = sqrt(a) eps - sqrt(1 - a) x0
+            x0 = root_a * x_t - root_rest * out
+        return (x0 + 1.0) / to_model + lo
+
+    def _prediction(self, x_t, t):
+        dtype = next(self.model.parameters(), x_t).dtype
+        out = self.model(x_t.to(dtype), t)
+        out = getattr(out, "sample", out)
+        out = out[0] if isinstance(out, tuple) else out
+        if out.dim() == x_t.dim() > 2 and out.shape[1] == 2 * x_t.shape[1]:
+            out = out[:, : x_t.shape[1]]  # a learned variance after the prediction
+        if out.shape != x_t.shape:
+            raise ValueError(
+                f"the diffusion model must return its prediction in the input's "
+                f"shape {tuple(x_t.shape)}; got {tuple(out.shape)}."
+            )
+        return out.to(x_t.dtype)
+
+
+def noise_levels(scale, n_features, rule="rms"):
+    """One noise level per row of a smoothing scale, for a denoiser.
+
+    Parameters
+    ----------
+    scale : smoothlearn.scale.Scale
+        Isotropic, diagonal or rotated (with or without a diagonal frame).
+    n_features : int
+    rule : {'rms', 'geometric'}, default='rms'
+        ``'rms'``: ``sqrt(tr(S^2) / d)``, the root mean square of ``S``'s
+        eigenvalues; ``'geometric'``: ``det(S)^(1/d)``. Both are the scale
+        itself for isotropic rows.
+
+    Returns
+    -------
+    ndarray of shape (m,), float64
+    """
+    if rule not in LEVEL_RULES:
+        raise ValueError(f"rule must be one of {LEVEL_RULES}; got {rule!r}.")
+    if scale.kind == "isotropic":
+        return np.array(scale.values, dtype=np.float64)
+    if rule == "geometric":
+        return scale.geometric_mean(n_features)
+    values = np.asarray(scale.values, dtype=np.float64)
+    if scale.kind == "diagonal":
+        return np.sqrt(np.mean(values**2, axis=1))
+    if scale.frame is None:  # eigenvalues: the k in-basis scales, d - k times rest
+        rest = np.asarray(scale.rest, dtype=np.float64)
+        k = values.shape[1]
+        return np.sqrt(((values**2).sum(axis=1) + (n_features - k) * rest**2) / n_features)
+    return np.array(
+        [
+            np.linalg.norm(scale.dense(i, n_features)) / np.sqrt(n_features)
+            for i in range(len(scale))
+        ]
+    )
+
+
+#: Share of the GPU's free memory a forward batch may take: the rest is left
+#: to the noise bank's chunk, the counts and the allocator's fragmentation.
+MEMORY_HEADROOM = 0.8
+
+
+def batch_that_fits(batch_size, bytes_per_input, fixed_bytes, free_bytes):
+    """The largest forward batch, at most ``batch_size``, whose memory fits.
+
+    A batch of ``b`` inputs takes ``fixed_bytes + b * bytes_per_input``; it
+    fits where that is at most :data:`MEMORY_HEADROOM` of ``free_bytes``. At
+    least 1 (a model that does not fit with one input fails on its own).
+
+    Parameters
+    ----------
+    batch_size : int
+    bytes_per_input, fixed_bytes, free_bytes : float
+    """
+    room = MEMORY_HEADROOM * free_bytes - fixed_bytes
+    if bytes_per_input <= 0:
+        return batch_size
+    return int(max(1, min(batch_size, room // bytes_per_input)))
+
+
+#: Batch sizes of the two probe passes of :func:`cuda_memory_figures`.
+PROBE_BATCHES = (4, 16)
+
+
+def cuda_memory_figures(network):
+    """``(bytes_per_input, fixed_bytes, free_bytes)`` of a network on its GPU.
+
+    Two probe forward passes (:data:`PROBE_BATCHES` inputs, in inference
+    mode, as certification runs them) give the peak memory each allocates
+    above what was allocated before; their slope is the cost per input (the
+    activations of the diffusion model and the classifier together, plus the
+    noisy inputs and their noise window), the rest is fixed (workspaces).
+    Free memory is what the driver reports free plus what torch's allocator
+    holds unused.
+
+    Parameters
+    ----------
+    network : FlatInputNetwork
+        On a CUDA device.
+    """
+    device = network.device
+    peaks = []
+    for b in PROBE_BATCHES:
+        x = torch.zeros((b, network.n_features), device=device)
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        with torch.inference_mode():
+            network.logits(x)
+        torch.cuda.synchronize(device)
+        peaks.append(torch.cuda.max_memory_allocated(device) - before)
+        del x
+    (b0, b1), (p0, p1) = PROBE_BATCHES, peaks
+    inputs = 2 * 4 * network.n_features  # a noisy input and its draw, float32
+    per_input = max((p1 - p0) / (b1 - b0), 0.0) + inputs
+    fixed = max(p0 - b0 * (per_input - inputs), 0.0)
+    free, _ = torch.cuda.mem_get_info(device)
+    unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return per_input, fixed, free + unused

@@ -93,6 +93,10 @@ class FlatInputNetwork:
         self.nonlinearity = nonlinearity
         self.reuse_first_layer = reuse_first_layer
         self._first_linear = None
+        #: How the module wants each input's noise level (a diffusion denoiser
+        #: in front: :func:`smoothlearn.denoisers.noise_levels`), or None.
+        self.noise_level_rule = getattr(self.module, "noise_level_rule", None)
+        self._batch_sizes = {}
 
     def __getstate__(self):
         # a worker finds its own split: a user's smoothlearn_first_linear may
@@ -121,13 +125,37 @@ class FlatInputNetwork:
             np.ascontiguousarray(X, dtype=np.float32), device=self.device
         )
 
-    def logits(self, x_flat):
+    def batch_size_for(self, batch_size):
+        """The forward batch to run instead of ``batch_size``: smaller where a
+        module sized to memory (a diffusion model in front of the classifier)
+        would not fit the GPU's free memory with ``batch_size`` inputs
+        (:func:`smoothlearn.denoisers.batch_that_fits`); ``batch_size``
+        itself elsewhere (on a CPU there is no such limit). Measured once per
+        batch size."""
+        if self.device.type != "cuda" or not getattr(
+            self.module, "sized_to_memory", False
+        ):
+            return batch_size
+        if batch_size not in self._batch_sizes:
+            from .denoisers import batch_that_fits, cuda_memory_figures
+
+            self._batch_sizes[batch_size] = batch_that_fits(
+                batch_size, *cuda_memory_figures(self)
+            )
+        return self._batch_sizes[batch_size]
+
+    def logits(self, x_flat, noise_level=None):
         """Class scores whose softmax is the class probabilities.
 
         The module's first output, or its logarithm where the module outputs
-        probabilities (argmax unchanged).
+        probabilities (argmax unchanged). ``noise_level`` (one per row) goes
+        to a module that takes it (``noise_level_rule`` not None).
         """
-        out = first_output(self.module(x_flat.reshape(-1, *self.input_shape)))
+        x = x_flat.reshape(-1, *self.input_shape)
+        if noise_level is None:
+            out = first_output(self.module(x))
+        else:
+            out = first_output(self.module(x, noise_level=noise_level))
         if self.outputs_probabilities:
             return torch.log(out.clamp_min(torch.finfo(out.dtype).tiny))
         return out

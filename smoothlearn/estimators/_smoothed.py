@@ -18,7 +18,7 @@ from ..banks import bank_key
 from ..blocks import BlockResult, run_blocks
 from ..bounds import predict_from_counts
 from ..certify import SmoothingTask
-from ..denoisers import DenoisedNetwork, default_denoiser_for
+from ..denoisers import DenoisedNetwork, DiffusionDenoiser, default_denoiser_for
 from ..network import check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, class_labels, resolve_abstain_label
@@ -82,8 +82,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ``'auto'`` builds a residual denoiser sized from the data: an MLP for
         flat inputs, a DnCNN-style CNN for images. A class is built with the
         ``denoiser__<name>`` parameters; an instance (a fitted ``denoiser_``,
-        say) is copied and trained further. None (the default) smooths
-        ``module`` itself.
+        say) is copied and trained further. A
+        :class:`~smoothlearn.denoisers.DiffusionDenoiser` (one step of a
+        pretrained diffusion model, Carlini et al. 2023) is copied and never
+        trained: ``fit`` only records the classes and the input shape. None
+        (the default) smooths ``module`` itself.
 
     strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'rancer', 'rddrs', \
             'ucan_pattern', 'ucan_universal', 'ucan_input'} or BaseStrategy, \
@@ -517,8 +520,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 device=self.device,
                 verbose=self.verbose,
             )
-            if self.max_epochs == 0:
-                net.initialize()
+            if self.max_epochs == 0 or isinstance(self.denoiser, DiffusionDenoiser):
+                net.initialize()  # a diffusion denoiser is used as given
             else:
                 net.fit(X, y_index)
         check_output_size(net.module_, X[:1], len(classes), device=net.device)
@@ -574,7 +577,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """The :class:`DenoisedNetwork` ``fit`` trains, checked on ``X[:2]``."""
         input_shape = tuple(X.shape[1:])
         params = self._denoiser_params()
-        if isinstance(self.denoiser, torch.nn.Module):
+        if isinstance(self.denoiser, DiffusionDenoiser):
+            # pretrained, never trained here: frozen, and told the level to
+            # use where the engine gives none (a strategy's optimisation)
+            denoiser = copy.deepcopy(self.denoiser).requires_grad_(False)
+            if denoiser.sigma is None:
+                denoiser.sigma = self.sigma
+        elif isinstance(self.denoiser, torch.nn.Module):
             denoiser = copy.deepcopy(self.denoiser)
         else:
             cls = self.denoiser
@@ -590,9 +599,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                     f"denoiser must build a torch.nn.Module; {cls!r} gave "
                     f"{type(denoiser).__name__}."
                 )
-        if self.max_epochs > 0 and not any(
-            p.requires_grad for p in denoiser.parameters()
-        ):
+        trained = self.max_epochs > 0 and not isinstance(denoiser, DiffusionDenoiser)
+        if trained and not any(p.requires_grad for p in denoiser.parameters()):
             raise ValueError(
                 f"the denoiser {type(denoiser).__name__} has no trainable parameters "
                 f"to train for max_epochs={self.max_epochs}."
