@@ -117,9 +117,18 @@ def _add_common(parser, default_strategies):
     )
     model.add_argument(
         "--denoiser",
-        choices=["auto"],
+        choices=["auto", "diffusion"],
         help="denoised smoothing: train the built-in denoiser in front of the "
-        "frozen, pretrained network --model names and certify the two together",
+        "frozen, pretrained network --model names and certify the two together "
+        "(auto), or put one step of the diffusion model --diffusion-model names "
+        "there, trained by no one here (diffusion)",
+    )
+    model.add_argument(
+        "--diffusion-model",
+        help="with --denoiser diffusion: a diffusers folder saved with "
+        "save_pretrained (unet/ and scheduler/, as a DDPMPipeline saves them; "
+        "inputs in [0, 1]), or a smoothlearn DiffusionDenoiser saved with "
+        "torch.save (any data range); read locally, nothing is downloaded",
     )
     model.add_argument(
         "--training",
@@ -358,6 +367,50 @@ def _pretrained_network(args):
     return network
 
 
+def _diffusion_denoiser(args):
+    """The :class:`~smoothlearn.denoisers.DiffusionDenoiser` of ``--diffusion-model``."""
+    import torch
+
+    from .denoisers import DiffusionDenoiser
+
+    path = args.diffusion_model
+    if path is None:
+        raise ValueError(
+            "--denoiser diffusion needs --diffusion-model: a diffusers folder "
+            "(save_pretrained) or a DiffusionDenoiser saved with torch.save"
+        )
+    if os.path.isdir(path):
+        try:
+            from diffusers import DDPMScheduler, UNet2DModel
+        except ImportError:
+            raise ValueError(
+                f"{path} is a diffusers folder: install diffusers "
+                '(pip install "smoothlearn[diffusion]")'
+            ) from None
+        try:
+            unet = UNet2DModel.from_pretrained(
+                path, subfolder="unet", local_files_only=True
+            )
+            scheduler = DDPMScheduler.from_pretrained(
+                path, subfolder="scheduler", local_files_only=True
+            )
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"{path} holds no diffusers UNet2DModel and scheduler in unet/ and "
+                f"scheduler/ ({exc})"
+            ) from None
+        denoiser = DiffusionDenoiser.from_diffusers(unet, scheduler)
+    else:
+        denoiser = torch.load(path, map_location=args.device, weights_only=False)
+        if not isinstance(denoiser, DiffusionDenoiser):
+            raise ValueError(
+                f"{path} holds no DiffusionDenoiser (torch.save(DiffusionDenoiser"
+                "(...), path)) and is not a diffusers folder"
+            )
+    _log(args, f"loaded the diffusion model from {path}")
+    return denoiser
+
+
 def _module_params(args):
     if args.hidden and not args.images:
         return {"module__hidden_units": args.hidden}
@@ -374,7 +427,11 @@ def _train(args, data, strategy):
     if args.denoiser:
         kwargs = {
             "module": _pretrained_network(args),
-            "denoiser": args.denoiser,
+            "denoiser": (
+                _diffusion_denoiser(args)
+                if args.denoiser == "diffusion"
+                else args.denoiser
+            ),
         }
     clf = SmoothedClassifier(
         strategy=strategy,
@@ -388,6 +445,8 @@ def _train(args, data, strategy):
         **kwargs,
     )
     what = "a denoiser in front of the frozen network on" if args.denoiser else "on"
+    if args.denoiser == "diffusion":
+        what = "nothing (a diffusion model in front of the frozen network) on"
     _log(args, f"training {what} {len(X)} inputs of shape {X.shape[1:]} ...")
     start = time.perf_counter()
     clf.fit(X, y)
@@ -522,6 +581,11 @@ def run(args):
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
         + ("" if denoiser is None else f" denoiser={type(denoiser).__name__}")
+        + (
+            f" timestep={denoiser.timestep(clf.sigma)}"
+            if hasattr(denoiser, "timestep")
+            else ""
+        )
         + (
             ""
             if args.radius_tolerance is None

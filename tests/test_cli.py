@@ -407,3 +407,67 @@ def test_a_pretrained_network_is_certified_through_a_trained_denoiser(tmp_path, 
     assert "certified with --denoiser auto" in capsys.readouterr().err
     assert main([*common, "--denoiser", "auto", "--out", str(out)]) == 2
     assert "name it with --model" in capsys.readouterr().err
+
+
+def test_a_pretrained_network_is_certified_through_a_diffusion_model(tmp_path, capsys):
+    import joblib
+    import torch
+
+    from smoothlearn.__main__ import main
+    from smoothlearn.denoisers import DiffusionDenoiser
+
+    from .test_diffusion import DDPM, GaussianOptimal
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 10))
+    net_path, diffusion_path = tmp_path / "net.pt", tmp_path / "diffusion.pt"
+    torch.save(net, net_path)
+    denoiser = DiffusionDenoiser(GaussianOptimal(torch.full((64,), -0.5), 0.5, DDPM), DDPM)
+    torch.save(denoiser, diffusion_path)
+    saved = diffusion_path.read_bytes()
+    out = tmp_path / "results"
+    common = ["--n", "200", "--n0", "20", "--n-test", "5", "-q", "--no-plot"]
+    common += ["--model", str(net_path), "--denoiser", "diffusion", "--out", str(out)]
+    assert main([*common, "--diffusion-model", str(diffusion_path)]) == 0
+    printed = capsys.readouterr().out
+    assert f"denoiser=DiffusionDenoiser timestep={denoiser.timestep(0.25)}" in printed
+    assert diffusion_path.read_bytes() == saved
+    clf = joblib.load(out / "model.joblib")
+    assert isinstance(clf.denoiser_, DiffusionDenoiser)
+    assert len(clf.net_.history) == 0  # nothing was trained
+    # no diffusion model, or a file without one: errors before any work
+    assert main(common) == 2
+    assert "needs --diffusion-model" in capsys.readouterr().err
+    assert main([*common, "--diffusion-model", str(net_path)]) == 2
+    assert "holds no DiffusionDenoiser" in capsys.readouterr().err
+
+
+def test_a_diffusers_folder_is_read_locally(tmp_path, capsys):
+    diffusers = pytest.importorskip("diffusers")
+    import torch
+
+    from smoothlearn.__main__ import main
+
+    torch.manual_seed(0)
+    folder = tmp_path / "ddpm"
+    diffusers.UNet2DModel(
+        sample_size=8,
+        in_channels=1,
+        out_channels=1,
+        block_out_channels=(4, 8),
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        layers_per_block=1,
+        norm_num_groups=4,
+        add_attention=False,
+    ).save_pretrained(folder / "unet")
+    diffusers.DDPMScheduler().save_pretrained(folder / "scheduler")
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    torch.save(net, tmp_path / "net.pt")
+    args = ["--n", "50", "--n0", "10", "--n-test", "2", "-q", "--no-plot", "--images"]
+    args += ["--model", str(tmp_path / "net.pt"), "--denoiser", "diffusion"]
+    args += ["--diffusion-model", str(folder), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "denoiser=DiffusionDenoiser" in capsys.readouterr().out
+    assert main([*args[:-3], str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "holds no diffusers UNet2DModel" in capsys.readouterr().err

@@ -453,3 +453,17 @@ def test_a_small_diffusers_unet_runs_end_to_end(digits):
     np.testing.assert_array_equal(again.certify(images[50:53]).gap, cert.gap)
     with pytest.raises(TypeError, match="alphas_cumprod"):
         DiffusionDenoiser.from_diffusers(unet, object())
+
+
+def test_the_worst_level_mismatch_under_ddpm_is_half_the_largest_gap():
+    """Under DDPM's schedule the levels for sigma' in [0.1, 2] are at most
+    0.0100 apart: the level used is within 0.0050 of sigma' (0.0025 in the
+    units of [0, 1]), the bound the user guide states."""
+    denoiser = DiffusionDenoiser(EchoSample(), DDPM, prediction="sample")
+    sigmas = np.linspace(0.05, 1.0, 2001)
+    worst = max(denoiser.level_mismatch(s) for s in sigmas)
+    levels = np.sqrt((1 - DDPM) / DDPM)
+    inside = np.flatnonzero((levels >= 0.1) & (levels <= 2.0))
+    gap = np.diff(levels[inside[0] - 1 : inside[-1] + 2]).max()
+    assert gap < 0.0101
+    assert gap / 4 * 0.9 < worst <= gap / 4 + 1e-12  # half the gap, halved to [0, 1]
