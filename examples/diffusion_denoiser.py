@@ -87,7 +87,10 @@ through_diffusion = SmoothedClassifier(module=net, denoiser=denoiser, **common)
 
 as_is = SmoothedClassifier(module=net, max_epochs=0, **common)
 results = {}
-for name, clf in [("as it is", as_is), ("through the diffusion model", through_diffusion)]:
+for name, clf in [
+    ("as it is", as_is),
+    ("through the diffusion model", through_diffusion),
+]:
     clf.fit(X_train, y_train)
     results[name] = clf.certify(X_test)
 print(certified_accuracy_table(y_test, results, radii=[0, 0.25, 0.5, 0.75]))

@@ -368,7 +368,7 @@ def _pretrained_network(args):
 
 
 def _diffusion_denoiser(args):
-    """The :class:`~smoothlearn.denoisers.DiffusionDenoiser` of ``--diffusion-model``."""
+    """The ``DiffusionDenoiser`` that ``--diffusion-model`` names."""
     import torch
 
     from .denoisers import DiffusionDenoiser

@@ -456,7 +456,9 @@ class DiffusionDenoiser(nn.Module):
             raise ValueError("alphas_cumprod must be non-increasing in t.")
         lo, hi = (float(v) for v in data_range)
         if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-            raise ValueError(f"data_range must be (lo, hi) with lo < hi; got {data_range}.")
+            raise ValueError(
+                f"data_range must be (lo, hi) with lo < hi; got {data_range}."
+            )
         if prediction not in PREDICTIONS:
             raise ValueError(
                 f"prediction must be one of {PREDICTIONS}; got {prediction!r}."
@@ -554,9 +556,12 @@ class DiffusionDenoiser(nn.Module):
             noise_level = self.sigma
         lo, hi = self.data_range
         to_model = 2.0 / (hi - lo)
-        mapped = torch.as_tensor(
-            noise_level, dtype=self._midpoints.dtype, device=self._midpoints.device
-        ) * to_model
+        mapped = (
+            torch.as_tensor(
+                noise_level, dtype=self._midpoints.dtype, device=self._midpoints.device
+            )
+            * to_model
+        )
         t = torch.bucketize(mapped, self._midpoints).expand(len(X))
         shape = (len(X),) + (1,) * (X.dim() - 1)
         a = self.alphas_cumprod[t].to(X.dtype).reshape(shape)
@@ -615,7 +620,9 @@ def noise_levels(scale, n_features, rule="rms"):
     if scale.frame is None:  # eigenvalues: the k in-basis scales, d - k times rest
         rest = np.asarray(scale.rest, dtype=np.float64)
         k = values.shape[1]
-        return np.sqrt(((values**2).sum(axis=1) + (n_features - k) * rest**2) / n_features)
+        return np.sqrt(
+            ((values**2).sum(axis=1) + (n_features - k) * rest**2) / n_features
+        )
     return np.array(
         [
             np.linalg.norm(scale.dense(i, n_features)) / np.sqrt(n_features)

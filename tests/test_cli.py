@@ -422,7 +422,9 @@ def test_a_pretrained_network_is_certified_through_a_diffusion_model(tmp_path, c
     net = torch.nn.Sequential(torch.nn.Linear(64, 10))
     net_path, diffusion_path = tmp_path / "net.pt", tmp_path / "diffusion.pt"
     torch.save(net, net_path)
-    denoiser = DiffusionDenoiser(GaussianOptimal(torch.full((64,), -0.5), 0.5, DDPM), DDPM)
+    denoiser = DiffusionDenoiser(
+        GaussianOptimal(torch.full((64,), -0.5), 0.5, DDPM), DDPM
+    )
     torch.save(denoiser, diffusion_path)
     saved = diffusion_path.read_bytes()
     out = tmp_path / "results"
