@@ -14,6 +14,7 @@ estimate ``mu + s^2 / (s^2 + L^2) (y - mu)``: the Wiener filter at level ``L``.
 """
 
 import io
+import warnings
 import pickle
 
 import joblib
@@ -467,3 +468,48 @@ def test_the_worst_level_mismatch_under_ddpm_is_half_the_largest_gap():
     gap = np.diff(levels[inside[0] - 1 : inside[-1] + 2]).max()
     assert gap < 0.0101
     assert gap / 4 * 0.9 < worst <= gap / 4 + 1e-12  # half the gap, halved to [0, 1]
+
+
+@pytest.mark.parametrize("strategy", ["isotropic_dd", "rancer", "ucan_universal"])
+def test_every_strategy_runs_and_only_a_noise_generator_is_trained(strategy):
+    """Strategies run through the denoiser; a UCAN generator is the one thing
+    fit trains (through the frozen models), and the models stay untouched."""
+    mu, s, w, b, X = _linear_setup(0.3)
+    classifier = linear_module(w, b)
+    model = GaussianOptimal(mu, s, DDPM)
+    snapshots = [_snapshot(classifier), _snapshot(model)]
+    clf = SmoothedClassifier(
+        classifier,
+        denoiser=DiffusionDenoiser(model, DDPM),
+        strategy=fast_strategy(strategy),
+        sigma=0.3,
+        max_epochs=2,
+        n0=20,
+        n=500,
+        random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # few draws for the strategies
+        clf.fit(X, np.arange(len(X)) % 2)
+        cert = clf.certify(X[:5])
+    assert len(cert) == 5
+    trained_epochs = len(clf.net_.history)
+    assert trained_epochs == (2 if strategy.startswith("ucan") else 0)
+    if strategy.startswith("ucan"):
+        fresh = SmoothedClassifier(
+            linear_module(w, b),
+            denoiser=DiffusionDenoiser(model, DDPM),
+            strategy=fast_strategy(strategy),
+            sigma=0.3,
+            max_epochs=0,
+            random_state=0,
+        ).fit(X, np.arange(len(X)) % 2)
+        moved = [
+            not torch.equal(p, q)
+            for p, q in zip(
+                clf.noise_generator_.parameters(), fresh.noise_generator_.parameters()
+            )
+        ]
+        assert any(moved)
+    _assert_unchanged(classifier, snapshots[0])
+    _assert_unchanged(model, snapshots[1])

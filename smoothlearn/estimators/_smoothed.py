@@ -85,8 +85,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         say) is copied and trained further. A
         :class:`~smoothlearn.denoisers.DiffusionDenoiser` (one step of a
         pretrained diffusion model, Carlini et al. 2023) is copied and never
-        trained: ``fit`` only records the classes and the input shape. None
-        (the default) smooths ``module`` itself.
+        trained: ``fit`` only records the classes and the input shape (and
+        trains UCAN's noise generator alone, where the strategy has one).
+        None (the default) smooths ``module`` itself.
 
     strategy : {'cohen', 'fixed', 'isotropic_dd', 'ancer', 'rancer', 'rddrs', \
             'ucan_pattern', 'ucan_universal', 'ucan_input'} or BaseStrategy, \
@@ -520,8 +521,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 device=self.device,
                 verbose=self.verbose,
             )
-            if self.max_epochs == 0 or isinstance(self.denoiser, DiffusionDenoiser):
-                net.initialize()  # a diffusion denoiser is used as given
+            # a diffusion denoiser is used as given: nothing is trained but a
+            # strategy's noise generator (UCAN's), through the frozen models
+            fixed = isinstance(self.denoiser, DiffusionDenoiser)
+            if self.max_epochs == 0 or (fixed and net.noise_generator is None):
+                net.initialize()
             else:
                 net.fit(X, y_index)
         check_output_size(net.module_, X[:1], len(classes), device=net.device)
