@@ -14,8 +14,8 @@ estimate ``mu + s^2 / (s^2 + L^2) (y - mu)``: the Wiener filter at level ``L``.
 """
 
 import io
-import warnings
 import pickle
+import warnings
 
 import joblib
 import numpy as np
