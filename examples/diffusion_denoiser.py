@@ -41,7 +41,7 @@ FAST = os.environ.get("SMOOTHLEARN_EXAMPLES_FAST") == "1"
 
 data = load_dataset("digits").as_images()  # (n, 1, 8, 8), values in [0, 1]
 X_train, y_train = data.X_train, data.y_train
-X_test, y_test = data.X_test[: 20 if FAST else 200], data.y_test[: 20 if FAST else 200]
+X_test, y_test = data.X_test[: 20 if FAST else 100], data.y_test[: 20 if FAST else 100]
 
 # the classifier you already have: trained on clean inputs
 torch.manual_seed(0)
@@ -82,7 +82,7 @@ unet.eval()
 
 # the three lines
 denoiser = DiffusionDenoiser.from_diffusers(unet, scheduler)
-common = {"sigma": 0.5, "n": 500 if FAST else 10_000, "random_state": 0}
+common = {"sigma": 0.5, "n": 500 if FAST else 2_000, "random_state": 0}
 through_diffusion = SmoothedClassifier(module=net, denoiser=denoiser, **common)
 
 as_is = SmoothedClassifier(module=net, max_epochs=0, **common)
