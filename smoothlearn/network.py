@@ -99,9 +99,10 @@ class FlatInputNetwork:
         self._batch_sizes = {}
 
     def __getstate__(self):
-        # a worker finds its own split: a user's smoothlearn_first_linear may
-        # return callables that do not pickle
-        return {**self.__dict__, "_first_linear": None}
+        # a worker finds its own split (a user's smoothlearn_first_linear may
+        # return callables that do not pickle) and measures its own device's
+        # free memory
+        return {**self.__dict__, "_first_linear": None, "_batch_sizes": {}}
 
     @property
     def first_linear(self):
