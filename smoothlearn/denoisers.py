@@ -542,7 +542,7 @@ class DiffusionDenoiser(nn.Module):
 
         Parameters
         ----------
-        X : torch.Tensor of shape (n, *input_shape)
+        X : torch.Tensor, one input per row (n, ...)
             Noisy inputs in the units of ``data_range``.
         noise_level : float or torch.Tensor of shape (n,), default=None
             Each row's smoothing noise level (data units); ``sigma`` when None.
