@@ -514,20 +514,34 @@ class DiffusionDenoiser(nn.Module):
         lo, hi = self.data_range
         return 2.0 * np.asarray(sigma, dtype=np.float64) / (hi - lo)
 
-    def timestep(self, sigma):
-        """The timestep for smoothing noise ``sigma`` (data units): an int, or
-        an array of ints for an array of sigmas."""
-        mapped = torch.as_tensor(self._model_units(sigma))
+    def _sigma(self, sigma):
+        if sigma is None:
+            if self.sigma is None:
+                raise ValueError(
+                    "give sigma: this denoiser has none yet (SmoothedClassifier.fit "
+                    "sets its copy's)."
+                )
+            return self.sigma
+        return sigma
+
+    def timestep(self, sigma=None):
+        """The timestep for smoothing noise ``sigma`` (data units; the
+        denoiser's own ``sigma`` when None): an int, or an array of ints for an
+        array of sigmas."""
+        mapped = torch.as_tensor(self._model_units(self._sigma(sigma)))
         t = torch.bucketize(mapped, self._midpoints.cpu(), right=False)
         return int(t) if t.ndim == 0 else t.numpy()
 
-    def level(self, t):
-        """The noise level timestep ``t`` stands for, in data units."""
+    def level(self, t=None):
+        """The noise level timestep ``t`` stands for, in data units (``t``:
+        the timestep of the denoiser's own ``sigma`` when None)."""
         lo, hi = self.data_range
+        t = self.timestep() if t is None else t
         return float(self.levels[int(t)]) * (hi - lo) / 2.0
 
-    def level_mismatch(self, sigma):
+    def level_mismatch(self, sigma=None):
         """``|level(timestep(sigma)) - sigma|``, in data units."""
+        sigma = self._sigma(sigma)
         return abs(self.level(self.timestep(sigma)) - float(sigma))
 
     # ------------------------------------------------------------- the step

@@ -334,6 +334,13 @@ def test_fit_trains_nothing_and_leaves_both_models_bit_identical(digits):
     assert clf.net_.optimizer_ is None
     assert denoiser.sigma is None  # the copy was told the level
     assert clf.denoiser_.sigma == clf.sigma
+    # the fitted denoiser reports the timestep and level it uses
+    t, level = _nearest_timestep(clf.sigma, (0, 1))
+    assert clf.denoiser_.timestep() == t
+    assert clf.denoiser_.level() == pytest.approx(level, rel=1e-12)
+    assert clf.denoiser_.level_mismatch() == pytest.approx(abs(level - clf.sigma))
+    with pytest.raises(ValueError, match="give sigma"):
+        denoiser.timestep()
     assert not any(p.requires_grad for p in clf.denoiser_.parameters())
     clf.certify(X[50:55])
     clf.predict(X[50:55])
