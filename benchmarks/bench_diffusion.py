@@ -143,6 +143,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--strategy", default="cohen")
+    parser.add_argument("--device", default="cpu", help="where to certify")
     args = parser.parse_args()
 
     X_train, y_train, X_test, y_test = load(args.dataset, images=True)
@@ -152,10 +153,11 @@ def main():
     unet, scheduler = ddpm(args, X_train)
     start = time.perf_counter()
     net, _ = network("builtin", X_train.shape[1:], n_classes)
-    net = train_clean(net, X_train, y_train, args.epochs, args.lr, "cpu")
+    net = train_clean(net, X_train, y_train, args.epochs, args.lr, args.device)
     clean_seconds = time.perf_counter() - start
     with torch.no_grad():
-        clean = net(torch.as_tensor(X)).argmax(1).numpy() == y
+        scores = net(torch.as_tensor(X, device=args.device))
+        clean = scores.argmax(1).cpu().numpy() == y
     diffusion = DiffusionDenoiser.from_diffusers(unet, scheduler)
     t = diffusion.timestep(args.sigma)
     print(
@@ -173,6 +175,7 @@ def main():
         "lr": args.lr,
         "batch_size": args.batch_size,
         "strategy": args.strategy,
+        "device": args.device,
     }
     cases = {
         "as is": {"module": net, "max_epochs": 0},
