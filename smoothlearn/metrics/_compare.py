@@ -126,7 +126,7 @@ def compare_certificates(
         if len(rows):
             differences.append(
                 f"{name}: {len(rows)} of {n} rows differ: "
-                + _rows_text(rows, a, b, max_rows)
+                + _rows_text(rows, a.tolist(), b.tolist(), max_rows)
             )
     numeric = list(NUMERIC_FIELDS)
     if regions:
@@ -141,7 +141,7 @@ def compare_certificates(
         if len(rows):
             differences.append(
                 f"reduced: {len(rows)} of {n} rows differ: "
-                + _rows_text(rows, a, b, max_rows)
+                + _rows_text(rows, a.tolist(), b.tolist(), max_rows)
             )
         numeric += list(REGION_FIELDS)
         map_a, map_b = actual.input_map, expected.input_map
