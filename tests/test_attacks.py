@@ -253,3 +253,23 @@ def test_l1_projection_is_the_exact_projection(values, radius):
     np.testing.assert_allclose(
         got, _projection_by_bisection(np.array(values), radius), atol=1e-9
     )
+
+
+def test_the_command_line_prints_the_attack_beside_certified_accuracy(tmp_path, capsys):
+    from smoothlearn.__main__ import main
+
+    out = tmp_path / "results"
+    args = ["certify", "--n", "500", "--n0", "50", "--n-test", "30"]
+    args += ["--max-epochs", "5", "--out", str(out), "--quiet", "--no-plot"]
+    assert main([*args, "--attack", "--radii", "0", "0.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, t in enumerate(lines) if t.startswith("empirical robust"))
+    assert "l2 radius R" in lines[start]
+    assert lines[start + 1].split() == ["strategy", "R=0", "R=0.5", "flips"]
+    certified = lines[start + 2].split()
+    attacked = lines[start + 3].split()
+    assert certified[:2] == ["cohen", "certified"]
+    assert attacked[:2] == ["cohen", "attacked"] and attacked[-1] == "0"
+    # at or above certified accuracy at 0.5 (30 inputs, fixed seeds)
+    assert float(attacked[3]) >= float(certified[3])
+    assert (out / "attack.txt").read_text().splitlines() == lines[start:]
