@@ -31,6 +31,11 @@ smoothed classifier the certificate speaks of (the memory of data-dependent
 strategies is not consulted). An input counts as robust at radius ``r`` when
 PREDICT returns the true label at ``x`` and at ``x + delta``; an abstention
 counts as wrong.
+
+:func:`attack_certified_regions` attacks each certified prediction anywhere in
+its own certified region (anisotropic, rotated or cut by the memory), not
+only in the ball of its inscribed radius: a check of soundness of the whole
+region.
 """
 
 from dataclasses import dataclass
@@ -46,6 +51,7 @@ from .bounds import predict_from_counts
 
 __all__ = [
     "AttackResult",
+    "attack_certified_regions",
     "empirical_robust_accuracy",
     "project_l1_ball",
     "smoothed_pgd_attack",
@@ -291,52 +297,64 @@ def _random_start(shape, radius, norm, generator, device):
     return v * u * radius
 
 
-def _pgd(loss, m, d, radius, norm, n_steps, step_size, n_restarts, generator):
-    """The perturbation of each input with the largest loss over the restarts."""
+def _pgd(
+    loss, m, d, radius, norm, n_steps, step_size, n_restarts, generator, shape=None
+):
+    """The perturbation of each input with the largest loss over the restarts.
+
+    PGD over ``u`` in the ball of ``radius`` (in ``norm``); the perturbation
+    is ``shape(u)`` (a region's linear map ``T_i u``, so that the ball maps
+    onto the region), or ``u`` itself when ``shape`` is None.
+    """
     device = loss.network.device
+    shape = (lambda u: u) if shape is None else shape
     best = torch.zeros((m, d), device=device)
     if radius == 0:
         return best
     best_loss = torch.full((m,), -np.inf, device=device)
     judge = loss.draws()  # one set of draws to compare the restarts on
     for restart in range(n_restarts):
-        delta = (
+        u = (
             torch.zeros((m, d), device=device)
             if restart == 0
             else _random_start((m, d), radius, norm, generator, device)
         )
         for _ in range(n_steps):
-            delta.requires_grad_(True)
+            u.requires_grad_(True)
             with torch.enable_grad():
-                value = loss(delta, loss.draws()).sum()
-                (grad,) = torch.autograd.grad(value, delta)
+                value = loss(shape(u), loss.draws()).sum()
+                (grad,) = torch.autograd.grad(value, u)
             with torch.no_grad():
-                delta = delta + step_size * _ascent_step(grad, norm, 0.99)
-                delta = _project(delta, radius, norm)
+                u = u + step_size * _ascent_step(grad, norm, 0.99)
+                u = _project(u, radius, norm)
         with torch.no_grad():
+            delta = shape(u)
             final = loss(delta, judge)
             better = final > best_loss
             best[better], best_loss[better] = delta[better], final[better]
     return best
 
 
-def _evaluated(X, delta, radius, norm):
-    """``(attacked, perturbation)``: the float32 attacked inputs and how they
-    differ from ``X`` in float64, shrunk until that difference is in the ball."""
+def _in_ball(radius, norm):
+    """A membership test of the ball of ``radius``: rows of (m, d) -> (m,)."""
     ord_ = 2 if norm == "l2" else 1
-    delta = np.asarray(delta, dtype=np.float64)
-    for _ in range(8):
+    return lambda actual: np.linalg.norm(actual, ord=ord_, axis=1) <= radius
+
+
+def _evaluated(X, delta, inside):
+    """``(attacked, perturbation)``: the float32 attacked inputs and how they
+    differ from ``X`` in float64, shrunk until ``inside`` holds of that
+    difference (the set is convex and holds 0)."""
+    delta = np.array(delta, dtype=np.float64)
+    # shrinks of 2^-20, 2^-19, ..., 1/2, then 0 (always inside)
+    for k in range(22):
         attacked = (X + delta).astype(np.float32)
         actual = attacked.astype(np.float64) - X.astype(np.float64)
-        length = np.linalg.norm(actual, ord=ord_, axis=1)
-        over = length > radius
+        over = ~inside(actual)
         if not over.any():
-            return attacked, actual
-        delta[over] *= (radius / length[over] * (1 - 2.0**-20))[:, None]
-    # what rounding keeps outside after eight shrinks is not attacked
-    delta[over] = 0.0
-    attacked = (X + delta).astype(np.float32)
-    return attacked, attacked.astype(np.float64) - X.astype(np.float64)
+            break
+        delta[over] *= 1.0 - 2.0 ** (k - 20)
+    return attacked, actual
 
 
 def _attack_seed(seed, radius):
@@ -417,20 +435,96 @@ def smoothed_pgd_attack(
             f"y must be 1-d with one label per input; got {y.shape} for "
             f"{len(X_flat)} inputs."
         )
+    balls = [_Ball(float(r), None) for r in radii.reshape(-1)]
+    settings = (n_steps, step_size, n_restarts, n_draws, n_predict, random_state)
+    target = _class_indices(estimator.classes_, y)
+    clean_index, attacked, perturbation, norm = _attack(
+        estimator, X_flat, target, balls, *settings
+    )
+    results = [
+        _result(
+            estimator, y, target, clean_index, attacked[j], perturbation[j], r, norm
+        )
+        for j, r in enumerate(radii.reshape(-1))
+    ]
+    return results[0] if radii.ndim == 0 else results
+
+
+@dataclass(frozen=True)
+class _Ball:
+    """Where one attack searches: the ball of ``radius`` in the family's norm,
+    mapped by each row's certified region (``T_i u``) when ``regions`` is a
+    Certificates."""
+
+    radius: float
+    regions: object
+
+    def shape(self, rows, device):
+        """The map ``u -> delta`` of rows ``rows``, or None (the identity)."""
+        if self.regions is None:
+            return None
+        cert = self.regions
+        d = cert.n_features
+        maps = [
+            np.zeros(d)
+            if cert.abstained[i]
+            else cert.scales.diagonal_or_dense(i, d, factor=cert.c * cert.gap[i])
+            for i in range(rows.start, rows.stop)
+        ]
+        if all(t.ndim == 1 for t in maps):
+            diagonal = torch.as_tensor(
+                np.stack(maps), dtype=torch.float32, device=device
+            )
+            return lambda u: u * diagonal
+        dense = torch.as_tensor(
+            np.stack([np.diag(t) if t.ndim == 1 else t for t in maps]),
+            dtype=torch.float32,
+            device=device,
+        )
+        return lambda u: (dense @ u[:, :, None])[:, :, 0]
+
+    def inside(self, rows, norm):
+        """The membership test of the attacked set, for rows ``rows``."""
+        if self.regions is None:
+            return _in_ball(self.radius, norm)
+        offset = rows.start
+        return lambda actual: np.array(
+            [
+                self.regions.abstained[offset + j]
+                and not np.any(actual[j])
+                or bool(self.regions.contains(offset + j, actual[j]))
+                for j in range(len(actual))
+            ]
+        )
+
+
+def _attack(
+    estimator,
+    X_flat,
+    target,
+    balls,
+    n_steps,
+    step_size,
+    n_restarts,
+    n_draws,
+    n_predict,
+    random_state,
+):
+    """The attack of each ball in ``balls``: ``(clean_index, attacked_index,
+    perturbation, norm)``, the indices -1 where PREDICT abstained."""
     strategy = estimator._certification_strategy()
     task = estimator._task(strategy)
     network, family = task.network, task.family
     norm = family.norm
     key = bank_key(estimator.random_state)
     n_predict = estimator.n if n_predict is None else int(n_predict)
-    target = _class_indices(estimator.classes_, y)
     seed = check_random_state(random_state).randint(2**31 - 1)
     generator = torch.Generator(device=network.device)
     bank = task.bank(key, ESTIMATION, X_flat.shape[1])
     n_inputs, d = X_flat.shape
     clean_index = np.empty(n_inputs, dtype=np.intp)
-    attacked_index = np.empty((len(radii.reshape(-1)), n_inputs), dtype=np.intp)
-    perturbation = np.empty((len(radii.reshape(-1)), n_inputs, d))
+    attacked_index = np.empty((len(balls), n_inputs), dtype=np.intp)
+    perturbation = np.empty((len(balls), n_inputs, d))
     network.module.eval()
     for start in range(0, n_inputs, INPUT_BLOCK):
         rows = slice(start, min(start + INPUT_BLOCK, n_inputs))
@@ -441,38 +535,123 @@ def smoothed_pgd_attack(
             task.count(Xb, run, bank, n_predict), estimator.alpha
         )
         loss = _SoftLoss(network, family, run, Xb, target[rows], n_draws, generator)
-        for j, r in enumerate(radii.reshape(-1)):
-            # every block and radius starts from the same draws: an input's
+        for j, ball in enumerate(balls):
+            # every block and ball starts from the same draws: an input's
             # attack depends on its block position, not on the other blocks
             # or on the other radii asked for
-            generator.manual_seed(_attack_seed(seed, r))
+            generator.manual_seed(_attack_seed(seed, ball.radius))
+            r = ball.radius
             size = 2.5 * r / n_steps if step_size is None else step_size
             delta = _pgd(
-                loss, len(Xb), d, float(r), norm, n_steps, size, n_restarts, generator
+                loss,
+                len(Xb),
+                d,
+                r,
+                norm,
+                n_steps,
+                size,
+                n_restarts,
+                generator,
+                shape=ball.shape(rows, network.device),
             )
-            attacked, actual = _evaluated(Xb, delta.detach().cpu().numpy(), r, norm)
+            attacked, actual = _evaluated(
+                Xb, delta.detach().cpu().numpy(), ball.inside(rows, norm)
+            )
             perturbation[j, rows] = actual
             attacked_index[j, rows] = predict_from_counts(
                 task.count(attacked, run, bank, n_predict), estimator.alpha
             )
-    results = []
+    return clean_index, attacked_index, perturbation, norm
+
+
+def _result(estimator, y, target, clean_index, attacked_index, perturbation, r, norm):
     clean_ok = (clean_index >= 0) & (clean_index == target)
-    for j, r in enumerate(radii.reshape(-1)):
-        attacked_ok = (attacked_index[j] >= 0) & (attacked_index[j] == target)
-        results.append(
-            AttackResult(
-                radius=float(r),
-                norm=norm,
-                y_true=y,
-                clean_label=estimator._labels(clean_index),
-                attacked_label=estimator._labels(attacked_index[j]),
-                clean_abstained=clean_index < 0,
-                attacked_abstained=attacked_index[j] < 0,
-                perturbation=perturbation[j],
-                robust=clean_ok & attacked_ok & (target >= 0),
-            )
+    attacked_ok = (attacked_index >= 0) & (attacked_index == target)
+    return AttackResult(
+        radius=float(r),
+        norm=norm,
+        y_true=y,
+        clean_label=estimator._labels(clean_index),
+        attacked_label=estimator._labels(attacked_index),
+        clean_abstained=clean_index < 0,
+        attacked_abstained=attacked_index < 0,
+        perturbation=perturbation,
+        robust=clean_ok & attacked_ok & (target >= 0),
+    )
+
+
+def attack_certified_regions(
+    estimator,
+    X,
+    certificates,
+    *,
+    n_steps=20,
+    step_size=None,
+    n_restarts=1,
+    n_draws=16,
+    n_predict=None,
+    random_state=None,
+):
+    """Attack each certified prediction inside its own certified region.
+
+    A check of soundness over the whole region, not only its inscribed ball:
+    PGD (as :func:`smoothed_pgd_attack`) on ``u`` in the unit ball of the
+    family's norm, the perturbation being ``T_i u`` with ``T_i = c gap_i S_i``,
+    which maps that ball onto row ``i``'s region as certified (after the
+    memory, cuts included); the target is the certified class. Abstained rows
+    are not attacked.
+
+    Parameters
+    ----------
+    estimator : SmoothedClassifier
+        Fitted; ``certificates`` are its certificates of ``X``.
+    X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+    certificates : Certificates
+        Of ``X``, in its units (no preprocessing map).
+    n_steps, step_size, n_restarts, n_draws, n_predict, random_state
+        As :func:`smoothed_pgd_attack`; ``step_size`` is in ``u``'s unit ball
+        (``2.5 / n_steps`` when None).
+
+    Returns
+    -------
+    AttackResult
+        ``radius`` 1 (the unit ball of ``u``), ``y_true`` the certified
+        labels: ``robust`` says the prediction held at the attacked point,
+        and ``flips_inside(certificates)`` where it changed (none, for sound
+        certificates, up to each PREDICT's and certificate's ``alpha``).
+    """
+    from .estimators import SmoothedClassifier
+
+    if not isinstance(estimator, SmoothedClassifier):
+        raise TypeError(
+            "attack_certified_regions attacks a fitted SmoothedClassifier; got "
+            f"{type(estimator).__name__}."
         )
-    return results[0] if radii.ndim == 0 else results
+    _check_attack_params(1.0, n_steps, step_size, n_restarts, n_draws, n_predict)
+    X_flat = estimator._validate_X(X)
+    if (
+        getattr(certificates, "input_map", None) is not None
+        or len(certificates) != len(X_flat)
+        or not np.allclose(certificates.center, X_flat)
+    ):
+        raise ValueError(
+            "certificates must be the estimator's certificates of X, in X's units"
+        )
+    target = np.asarray(certificates.class_index, dtype=np.intp)
+    settings = (n_steps, step_size, n_restarts, n_draws, n_predict, random_state)
+    clean_index, attacked, perturbation, norm = _attack(
+        estimator, X_flat, target, [_Ball(1.0, certificates)], *settings
+    )
+    return _result(
+        estimator,
+        np.asarray(certificates.label),
+        target,
+        clean_index,
+        attacked[0],
+        perturbation[0],
+        1.0,
+        norm,
+    )
 
 
 def empirical_robust_accuracy(estimator, X, y, radius, **attack_params):

@@ -21,6 +21,7 @@ from scipy import stats
 from smoothlearn import SmoothedClassifier
 from smoothlearn.attacks import (
     AttackResult,
+    attack_certified_regions,
     empirical_robust_accuracy,
     project_l1_ball,
     smoothed_pgd_attack,
@@ -273,3 +274,64 @@ def test_the_command_line_prints_the_attack_beside_certified_accuracy(tmp_path, 
     # at or above certified accuracy at 0.5 (30 inputs, fixed seeds)
     assert float(attacked[3]) >= float(certified[3])
     assert (out / "attack.txt").read_text().splitlines() == lines[start:]
+
+
+@pytest.mark.parametrize("strategy", ["cohen", "ancer"])
+def test_the_region_attack_reaches_each_regions_worst_point_on_a_linear_truth(
+    strategy,
+):
+    # the worst point of the region {x + T u : ||u||_2 <= 1} for the margin
+    # w.x + b is at margin - ||T w||_2: PGD in u must get there, and a sound
+    # region keeps it on the right side
+    rng = np.random.RandomState(4)
+    w, b = rng.randn(5), 0.3
+    X = _beside_a_boundary(w, b, n_side=15)
+    clf = _linear(w, b, "gaussian", X).set_params(
+        strategy=fast_strategy(strategy), memory=None
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # memory=None: alone
+        cert = clf.certify(X)
+    result = attack_certified_regions(clf, X, cert, n_steps=30, random_state=0)
+    side = np.sign(X @ w + b)
+    margin = (X @ w + b) * side
+    attacked = ((X + result.perturbation) @ w + b) * side
+    ok = ~cert.abstained
+    assert ok.sum() >= 20
+    reach = np.array(
+        [
+            np.linalg.norm(cert.scales.diagonal_or_dense(i, 5) * w) * cert.gap[i]
+            if cert.kind != "rotated"
+            else 0.0
+            for i in range(len(cert))
+        ]
+    )
+    np.testing.assert_allclose(attacked[ok], (margin - reach)[ok], rtol=0, atol=2e-3)
+    assert (attacked[ok] > 0).all()
+    assert all(cert.contains(i, result.perturbation[i]) for i in np.flatnonzero(ok))
+    assert not result.flips_inside(cert).any()
+    np.testing.assert_array_equal(result.perturbation[~ok], 0.0)
+
+
+@pytest.mark.parametrize("strategy", ["cohen", "ancer"])
+def test_no_flip_anywhere_in_the_certified_regions_of_the_builtin_mlp(
+    digits_mlp, digits, strategy
+):
+    X, y = digits
+    X = X[1000:1064]
+    clf = digits_mlp.set_params(strategy=fast_strategy(strategy))
+    try:
+        cert = clf.certify(X)
+        result = attack_certified_regions(
+            clf, X, cert, n_steps=10, n_draws=8, random_state=0
+        )
+    finally:
+        digits_mlp.set_params(strategy="cohen")
+    assert (~cert.abstained).sum() >= 50
+    assert not result.flips_inside(cert).any()
+    # the attack does move: the prediction's soft margin falls, so PREDICT
+    # abstains on some inputs at their region's edge
+    moved = np.linalg.norm(result.perturbation, axis=1)
+    assert (moved[~cert.abstained] > 0.5 * cert.radius[~cert.abstained]).all()
+    with pytest.raises(ValueError, match="certificates of X"):
+        attack_certified_regions(clf, X[:10], cert)
