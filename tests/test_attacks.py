@@ -335,3 +335,21 @@ def test_no_flip_anywhere_in_the_certified_regions_of_the_builtin_mlp(
     assert (moved[~cert.abstained] > 0.5 * cert.radius[~cert.abstained]).all()
     with pytest.raises(ValueError, match="certificates of X"):
         attack_certified_regions(clf, X[:10], cert)
+
+
+def test_image_inputs_and_ucan_pattern(digits):
+    X, y = digits
+    X = X.reshape(-1, 1, 8, 8)
+    clf = fast_classifier(
+        fast_strategy("ucan_pattern"), sigma=0.25, n=500, max_epochs=3
+    ).fit(X[:300], y[:300])
+    cert = clf.certify(X[300:330])
+    results = smoothed_pgd_attack(
+        clf, X[300:330], y[300:330], [0.25, 2.0], n_steps=5, n_draws=4, random_state=0
+    )
+    region = attack_certified_regions(
+        clf, X[300:330], cert, n_steps=5, n_draws=4, random_state=0
+    )
+    assert results[0].perturbation.shape == (30, 64)
+    assert not any(r.flips_inside(cert).any() for r in (*results, region))
+    assert results[1].accuracy < results[0].accuracy
