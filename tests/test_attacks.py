@@ -353,3 +353,20 @@ def test_image_inputs_and_ucan_pattern(digits):
     assert results[0].perturbation.shape == (30, 64)
     assert not any(r.flips_inside(cert).any() for r in (*results, region))
     assert results[1].accuracy < results[0].accuracy
+
+
+def test_the_attack_catches_certificates_made_unsound():
+    # the same certificates with their gaps tripled claim regions three times
+    # too large: both attacks must find the flips the sound ones do not have
+    rng = np.random.RandomState(1)
+    w, b = rng.randn(5), 0.3
+    X = _beside_a_boundary(w, b)
+    y = (X @ w + b > 0).astype(int)
+    clf = _linear(w, b, "gaussian", X)
+    cert = clf.certify(X)
+    inflated = cert._replace(gap=cert.gap * 3)
+    ball = smoothed_pgd_attack(clf, X, y, RADIUS, random_state=0)
+    assert not ball.flips_inside(cert).any()
+    assert ball.flips_inside(inflated).sum() >= 10
+    region = attack_certified_regions(clf, X, inflated, random_state=0)
+    assert region.flips_inside(inflated).mean() > 0.9
