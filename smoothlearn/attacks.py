@@ -65,7 +65,8 @@ class AttackResult:
     Attributes
     ----------
     radius : float
-        The attack's radius, in ``norm``.
+        The attack's radius, in ``norm`` (1 for
+        :func:`attack_certified_regions`: the unit ball each region maps).
     norm : {'l2', 'l1'}
     y_true : ndarray of shape (n_samples,)
     clean_label, attacked_label : ndarray of shape (n_samples,)
@@ -74,7 +75,8 @@ class AttackResult:
     clean_abstained, attacked_abstained : ndarray of bool, shape (n_samples,)
     perturbation : ndarray of shape (n_samples, n_features)
         The perturbation evaluated, as the float32 inputs differ from the clean
-        ones (in float64); its norm is at most ``radius``.
+        ones (in float64); its norm is at most ``radius`` (it lies in the
+        certified region, for :func:`attack_certified_regions`).
     robust : ndarray of bool, shape (n_samples,)
         Correct at ``x`` and at ``x + perturbation``.
     """
