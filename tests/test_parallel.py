@@ -12,17 +12,14 @@ import pytest
 
 from smoothlearn import MemoryCertifier, SmoothedClassifier
 from smoothlearn.certify import SmoothingTask
+from smoothlearn.metrics import assert_certificates_equal
 from smoothlearn.strategies import IsotropicDD
 
 from ._factories import fresh_copy
 
 
 def _same(a, b):
-    np.testing.assert_array_equal(a.label, b.label)
-    np.testing.assert_array_equal(a.p_lower, b.p_lower)
-    np.testing.assert_array_equal(a.scale, b.scale)
-    np.testing.assert_array_equal(a.radius, b.radius)
-    np.testing.assert_array_equal(a.reduced, b.reduced)
+    assert_certificates_equal(a, b)
 
 
 #: What ``n_jobs`` guarantees (the user guide, "Reproducibility and seeds"):
@@ -38,11 +35,7 @@ THREADS_RTOL = 1e-4
 
 
 def _same_across_workers(a, b):
-    np.testing.assert_array_equal(a.label, b.label)
-    np.testing.assert_array_equal(a.abstained, b.abstained)
-    np.testing.assert_allclose(a.p_lower, b.p_lower, rtol=THREADS_RTOL)
-    np.testing.assert_allclose(a.scale, b.scale, rtol=THREADS_RTOL)
-    np.testing.assert_allclose(a.radius, b.radius, rtol=THREADS_RTOL)
+    assert_certificates_equal(a, b, rtol=THREADS_RTOL)
 
 
 def test_n_jobs_2_equals_n_jobs_1(fitted_isotropic_dd, digits):

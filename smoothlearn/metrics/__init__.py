@@ -8,7 +8,19 @@ from ._certified import (
     clean_accuracy,
     superset_share,
 )
+from ._compare import (
+    CertificateComparison,
+    assert_certificates_equal,
+    compare_certificates,
+)
+from ._interval import (
+    CertifiedAccuracyInterval,
+    certified_accuracy_interval,
+    linf_certified_accuracy,
+    linf_certified_radius,
+)
 from ._io import CertificateLog, read_certificates_tsv, write_certificates_tsv
+from ._plower import PLowerDisplay, PLowerDistribution, p_lower_distribution
 from ._report import (
     CertifiedAccuracyDisplay,
     certified_accuracy_caption,
@@ -26,23 +38,33 @@ from ._scorers import (
 )
 
 __all__ = [
+    "CertificateComparison",
     "CertificateLog",
     "CertificateMetricScorer",
     "CertificateScorer",
     "CertifiedAccuracyDisplay",
+    "CertifiedAccuracyInterval",
+    "PLowerDisplay",
+    "PLowerDistribution",
     "SequentialCertifiedAccuracy",
     "acr_scorer",
+    "assert_certificates_equal",
     "average_certified_radius",
     "average_radius_improvement",
     "certified_accuracy",
     "certified_accuracy_caption",
     "certified_accuracy_curve",
+    "certified_accuracy_interval",
     "certified_accuracy_scorer",
     "certified_accuracy_table",
     "clean_accuracy",
+    "compare_certificates",
     "get_scorer",
     "get_scorer_names",
+    "linf_certified_accuracy",
+    "linf_certified_radius",
     "make_certificate_scorer",
+    "p_lower_distribution",
     "read_certificates_tsv",
     "superset_share",
     "write_certificates_tsv",
