@@ -211,6 +211,13 @@ def _add_common(parser, default_strategies):
         help="folder for the TSV logs, summary.txt and the plot "
         "(default smoothlearn-results)",
     )
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results of an earlier run in --out (without it, a new "
+        "run writes beside them, to the first free --out-2, --out-3 ..., and "
+        "says where)",
+    )
     out.add_argument("--no-plot", action="store_true", help="skip the plot")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
@@ -219,9 +226,14 @@ def build_parser():
     """The argument parser of the ``smoothlearn`` command."""
     from .strategies import STRATEGIES
 
+    from . import __version__
+
     parser = _Parser(
         prog="smoothlearn",
         description="Certify neural-network classifiers by randomized smoothing.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"smoothlearn {__version__}"
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     certify = sub.add_parser(
@@ -452,6 +464,55 @@ def _take_memories(clf, saved, path):
             clf.memory_ = theirs
 
 
+#: What a run writes to --out (the files that mark a folder as a run's).
+_RESULT_FILES = (
+    "summary.txt",
+    "certified_accuracy.png",
+    "certify_*.jsonl",
+    "certify_*.tsv",
+    "model*.joblib",
+)
+
+
+def _earlier_results(folder):
+    """The files of an earlier run in ``folder`` (none if it is not there)."""
+    import glob
+
+    return sorted(
+        path
+        for pattern in _RESULT_FILES
+        for path in glob.glob(os.path.join(glob.escape(folder), pattern))
+    )
+
+
+def _claim_results_folder(args):
+    """Make ``args.out`` a folder this run may write to, never losing a result.
+
+    ``--resume`` continues the run in ``--out``; ``--overwrite`` removes an
+    earlier run's files there; otherwise a folder holding an earlier run is
+    left as it is and this run writes beside it, to the first free
+    ``<out>-2``, ``<out>-3`` ..., saying so (on stderr, even with ``-q``).
+    """
+    earlier = _earlier_results(args.out)
+    if earlier and not args.resume:
+        if args.overwrite:
+            for path in earlier:
+                os.remove(path)
+        else:
+            base, number = args.out.rstrip(os.sep) or args.out, 2
+            while _earlier_results(f"{base}-{number}"):
+                number += 1
+            print(
+                f"smoothlearn: {args.out} holds an earlier run's results; writing "
+                f"to {base}-{number} instead (--overwrite replaces them, --resume "
+                "continues that run)",
+                file=sys.stderr,
+                flush=True,
+            )
+            args.out = f"{base}-{number}"
+    os.makedirs(args.out, exist_ok=True)
+
+
 def run(args):
     """Carry out a parsed ``certify`` or ``compare`` command; return the table."""
     from .datasets import load_dataset
@@ -461,7 +522,7 @@ def run(args):
     data = load_dataset(args.data, random_state=args.random_state)
     if args.images:
         data = data.as_images()
-    os.makedirs(args.out, exist_ok=True)
+    _claim_results_folder(args)
     strategies = args.strategy
     if strategies is None:
         # the defaults that can smooth these inputs with this noise
@@ -532,23 +593,39 @@ def run(args):
     return _summarise(args, header, clf.noise_.norm, y, results, smoothings)
 
 
+def _settings(header):
+    """The ``key=value`` settings of a run's first line (data, noise, sigma ...)."""
+    return dict(part.split("=", 1) for part in header.split() if "=" in part)
+
+
 def _summarise(args, header, norm, y, results, smoothings):
     """Print and save the captioned table and plot; return the table.
 
     ``smoothings`` maps each row's name to its smoothing written whole, listed
-    under the table so that two runs' rows are told apart.
+    under the table so that two runs' rows are told apart. Where ``header``
+    gives the noise, sigma, n and alpha, the caption and the plot state the
+    largest radius certifiable at them.
     """
+    from .bounds import largest_certifiable_radius
     from .metrics import (
         CertifiedAccuracyDisplay,
         certified_accuracy_caption,
         certified_accuracy_table,
     )
 
+    settings = _settings(header)
+    max_radius = None
+    if {"noise", "sigma", "n", "alpha"} <= set(settings):
+        max_radius = largest_certifiable_radius(
+            settings["noise"],
+            float(settings["sigma"]),
+            int(settings["n"]),
+            float(settings["alpha"]),
+        )
     table = certified_accuracy_table(y, results, args.radii)
     described = [f"  {name}: {smoothing}" for name, smoothing in smoothings.items()]
-    text = "\n".join(
-        [header, certified_accuracy_caption(norm), table, "", "smoothings:", *described]
-    )
+    caption = certified_accuracy_caption(norm, max_radius=max_radius)
+    text = "\n".join([header, caption, table, "", "smoothings:", *described])
     with open(os.path.join(args.out, "summary.txt"), "w") as handle:
         handle.write(text + "\n")
     if not args.no_plot:
@@ -559,8 +636,21 @@ def _summarise(args, header, norm, y, results, smoothings):
         except ImportError:
             _log(args, "matplotlib is not installed: no plot (pip install matplotlib)")
         else:
-            display = CertifiedAccuracyDisplay.from_certificates(y, results)
-            display.figure_.savefig(os.path.join(args.out, "certified_accuracy.png"))
+            title = ", ".join(
+                f"{key}={settings[key]}"
+                for key in ("data", "noise", "sigma", "n", "alpha")
+                if key in settings
+            )
+            display = CertifiedAccuracyDisplay.from_certificates(
+                y,
+                results,
+                caption=f"{title}, {norm} norm" if title else f"{norm} norm",
+                max_radius=max_radius,
+                norm=norm,
+            )
+            display.figure_.savefig(
+                os.path.join(args.out, "certified_accuracy.png"), bbox_inches="tight"
+            )
     print(text)
     return table
 
@@ -591,7 +681,7 @@ def report(args):
     if os.path.exists(summary):
         with open(summary) as handle:
             header = handle.readline().rstrip("\n")
-        noise = dict(p.split("=", 1) for p in header.split() if "=" in p).get("noise")
+        noise = _settings(header).get("noise")
         norm = {"uniform": "l1", "laplace": "l1"}.get(noise, "l2")
     # the smoothing each log records ('' for logs written before it did)
     smoothings = {
@@ -600,11 +690,28 @@ def report(args):
     return _summarise(args, header, norm, y, results, smoothings)
 
 
+def _resume_command(argv, out):
+    """The command line that continues an interrupted run in ``out``."""
+    import shlex
+
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not (arg.startswith("--out=") or arg in ("--overwrite", "--resume")):
+            kept.append(arg)
+    return shlex.join(["smoothlearn", *kept, "--out", out, "--resume"])
+
+
 def main(argv=None):
     """Entry point of the ``smoothlearn`` console script."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (
+        argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")
+    ):
         argv = ["certify", *argv]  # certify is the default command
     args = parser.parse_args(argv)
     try:
@@ -617,6 +724,12 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         print("smoothlearn: interrupted", file=sys.stderr)
+        if args.command != "report" and os.path.isdir(args.out):
+            print(
+                "the inputs certified so far are kept; continue the run with\n  "
+                + _resume_command(argv, args.out),
+                file=sys.stderr,
+            )
         return 130
     return 0
 

@@ -407,3 +407,80 @@ def test_a_pretrained_network_is_certified_through_a_trained_denoiser(tmp_path, 
     assert "certified with --denoiser auto" in capsys.readouterr().err
     assert main([*common, "--denoiser", "auto", "--out", str(out)]) == 2
     assert "name it with --model" in capsys.readouterr().err
+
+
+def test_version():
+    import smoothlearn
+
+    proc = _run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"smoothlearn {smoothlearn.__version__}"
+
+
+_SMALL = ["--n", "300", "--n0", "30", "--n-test", "10", "--max-epochs", "2"]
+_SMALL += ["--hidden", "16", "-q", "--no-plot"]
+
+
+def test_a_results_folder_is_never_overwritten_without_overwrite(tmp_path, capsys):
+    from smoothlearn.__main__ import main
+
+    out = tmp_path / "results"
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 0
+    first = (out / "summary.txt").read_text()
+    (out / "summary.txt").write_text(first + "the user's note\n")
+    capsys.readouterr()
+    # a second run writes beside the first, and says where
+    assert main(["certify", *_SMALL, "--sigma", "0.5", "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    assert f"writing to {out}-2 instead" in said and "--overwrite" in said
+    assert (out / "summary.txt").read_text() == first + "the user's note\n"
+    assert "sigma=0.5" in (tmp_path / "results-2" / "summary.txt").read_text()
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 0
+    assert "writing to" in capsys.readouterr().err
+    assert (tmp_path / "results-3" / "summary.txt").exists()
+    # --overwrite replaces the earlier run's files in place
+    assert main(["certify", *_SMALL, "--overwrite", "--out", str(out)]) == 0
+    assert "writing to" not in capsys.readouterr().err
+    assert (out / "summary.txt").read_text() == first
+    assert not (tmp_path / "results-4").exists()
+
+
+def test_an_interrupted_run_prints_the_resume_line(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.__main__ import main
+
+    def interrupted(self, X, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SmoothedClassifier, "certify", interrupted)
+    out = tmp_path / "run"
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    resume = err.strip().splitlines()[-1].strip()
+    assert shlex.split(resume) == [
+        "smoothlearn",
+        "certify",
+        *_SMALL,
+        "--out",
+        str(out),
+        "--resume",
+    ]
+    monkeypatch.undo()
+    assert main(shlex.split(resume)[1:]) == 0  # the line it prints runs
+    assert (out / "summary.txt").exists() and not (tmp_path / "run-2").exists()
+
+
+def test_table_and_plot_state_the_largest_certifiable_radius(tmp_path):
+    pytest.importorskip("matplotlib")
+    from smoothlearn.bounds import largest_certifiable_radius
+
+    out = tmp_path / "results"
+    proc = _run("certify", *_SMALL[:-1], "--sigma", "0.5", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    caption = proc.stdout.splitlines()[1]
+    r_max = largest_certifiable_radius("gaussian", 0.5, 300, 0.001)
+    assert f"largest radius certifiable at these settings: {r_max:.3g}" in caption
+    assert "d-th root" in caption and "n-th root" not in caption
+    assert (out / "certified_accuracy.png").stat().st_size > 1000

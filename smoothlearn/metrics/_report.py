@@ -79,21 +79,46 @@ def certified_accuracy_table(y_true, certificates, radii=DEFAULT_RADII, *, proxy
     return "\n".join(lines)
 
 
-def certified_accuracy_caption(norm="l2", *, proxy=False):
+def certified_accuracy_caption(norm="l2", *, proxy=False, max_radius=None):
     """The caption that says what :func:`certified_accuracy_table` shows.
+
+    Parameters
+    ----------
+    norm : {'l2', 'l1'}, default='l2'
+    proxy : bool, default=False
+    max_radius : float, default=None
+        The largest radius certifiable at the run's settings
+        (:func:`smoothlearn.bounds.largest_certifiable_radius`): said, so that
+        a column beyond it reads as the settings' limit, not the model's.
+
+    Returns
+    -------
+    str
 
     Examples
     --------
     >>> print(certified_accuracy_caption("l2"))  # doctest: +NORMALIZE_WHITESPACE
     certified accuracy (%) at l2 radius R; ACR: average certified radius,
     ACR~: average proxy radius (d-th root of the region's volume in d dimensions)
+    >>> print(certified_accuracy_caption("l2", max_radius=0.9529))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    certified accuracy (%) at l2 radius R; ACR: average certified radius,
+    ACR~: average proxy radius (d-th root of the region's volume in d dimensions);
+    largest radius certifiable at these settings: 0.953 (noise of scale sigma,
+    all n draws agreeing)
     """
     column = "proxy radius R~" if proxy else f"{norm} radius R"
-    return (
+    caption = (
         f"certified accuracy (%) at {column}; ACR: average certified radius, "
         "ACR~: average proxy radius (d-th root of the region's volume in d "
         "dimensions)"
     )
+    if max_radius is not None:
+        caption += (
+            f"; largest radius certifiable at these settings: {max_radius:.3g} "
+            "(noise of scale sigma, all n draws agreeing)"
+        )
+    return caption
 
 
 class CertifiedAccuracyDisplay:
