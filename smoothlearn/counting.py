@@ -41,7 +41,9 @@ class _PlainResponse:
         return self.network.logits(noisy.reshape(-1, self.network.n_features))
 
 
-def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
+def count_classes(
+    network, X, scale, bank, n_draws, *, batch_size, first_row=0, progress=None
+):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
     Processing is chunk-major: one window of the bank (``min(n_draws,
@@ -65,6 +67,10 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
     first_row : int, default=0
         The first row of the bank used: a later call from ``first_row = a``
         extends counts of rows ``[0, a)`` without repeating them.
+    progress : callable, default=None
+        ``progress(n_inputs, n_draws)`` after each forward pass: that many
+        inputs counted that many more draws each
+        (:func:`~smoothlearn.blocks.report_draws`).
 
     Returns
     -------
@@ -96,6 +102,7 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                         n_draws,
                         batch_size=batch_size,
                         first_row=first_row,
+                        progress=progress,
                     )
             return out
     window = min(n_draws, batch_size)
@@ -123,6 +130,8 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                 i1 = min(i0 + group, m)
                 pred = response.scores(i0, i1, z, shared).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, z.shape[0], K)
+                if progress is not None:
+                    progress(i1 - i0, z.shape[0])
     return counts.cpu().numpy()
 
 

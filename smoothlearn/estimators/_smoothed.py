@@ -188,10 +188,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Where the network runs (e.g. ``'cuda'``), as in skorch.
 
     verbose : int, default=0
-        Passed to skorch (training log); from 1, ``certify``, ``predict``,
-        ``predict_proba`` and ``noise_parameters`` show a progress bar over
-        inputs, and ``certify`` another over the memory step of data-dependent
-        strategies.
+        Passed to skorch (training log: one line per epoch); from 1,
+        ``certify``, ``predict``, ``predict_proba``, ``score`` and
+        ``noise_parameters`` show a progress bar over inputs with the time
+        remaining, and ``certify`` another over the memory step of
+        data-dependent strategies. Without ``n_jobs`` workers the bar moves
+        with each forward pass of noise draws, so its estimate of the time
+        left comes from the first inputs; on workers it moves per block of
+        64 inputs. A data-dependent strategy's optimisation of a block's
+        noise runs before its draws are counted (the bar waits meanwhile).
 
     max_epochs : int, default=20
         Training epochs. 0 leaves the module's weights as given.
@@ -671,7 +676,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             radius=radius,
         )
 
-    def _run_blocks(self, work, X_flat, key, checkpoint=None):
+    def _run_blocks(self, work, X_flat, key, checkpoint=None, draws_per_input=None):
         return run_blocks(
             work,
             X_flat,
@@ -679,6 +684,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             verbose=self.verbose,
             checkpoint=checkpoint,
+            draws_per_input=draws_per_input,
         )
 
     def certify(self, X, *, radius=None, checkpoint=None):
@@ -749,7 +755,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             log = CheckpointLog(checkpoint, fingerprint)
         result = BlockResult.concatenate(
             self._run_blocks(
-                task.certify, X_flat, bank_key(self.random_state), checkpoint=log
+                task.certify,
+                X_flat,
+                bank_key(self.random_state),
+                checkpoint=log,
+                draws_per_input=self.n0 + self.n,
             )
         )
         certificates = Certificates(
@@ -818,7 +828,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         X_flat = self._validate_X(X)
         task = self._task(self._certification_strategy())
         counts = self._run_blocks(
-            task.estimation_counts, X_flat, bank_key(self.random_state)
+            task.estimation_counts,
+            X_flat,
+            bank_key(self.random_state),
+            draws_per_input=self.n,
         )
         return np.concatenate(counts)
 
@@ -864,6 +877,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         two-sided binomial test of the top two counts rejects a tie at level
         ``alpha``; otherwise ``abstain_label``.
 
+        Cost: ``n`` forward passes of the base network per input (100,000 by
+        default: about what :meth:`certify` costs, not one forward pass like
+        an ordinary classifier's ``predict``); a data-dependent strategy adds
+        its optimisation and ``n0`` draws, as :meth:`certify`. For a quick
+        look at many inputs, ``set_params(n=1000)`` first (more abstentions
+        at the same ``alpha``); ``verbose=1`` shows the time left.
+
         For a data-dependent strategy, predict is the memory-based decision
         (one procedure for certification and inference, ANCER section 6): the
         label of :meth:`certify`, which also remembers each answer in
@@ -898,8 +918,34 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
+
+        Notes
+        -----
+        Cost: ``n`` forward passes per input, as :meth:`predict`.
         """
         return self._estimation_counts(X) / float(self.n)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of the smoothed prediction (:meth:`predict`) on ``X``.
+
+        Abstentions count as wrong. Cost: a full noise sampling of every
+        input, ``n`` forward passes each (:meth:`predict`), so scoring 100
+        digits at the default ``n = 100,000`` takes about a minute on two CPU
+        cores; ``verbose=1`` shows the time left. For model selection on
+        certified quantities use the certificate scorers of
+        :mod:`smoothlearn.metrics`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return super().score(X, y, sample_weight=sample_weight)
 
 
 def _flatten_images(X):
