@@ -1,6 +1,7 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
 import copy
+import difflib
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -392,6 +393,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _check_network_params(self):
         for name in self._network_param_names:
+            for nested in ("strategy", "training"):
+                if name.startswith(f"{nested}__"):
+                    key = name[len(nested) + 2 :]
+                    _check_nested_params(nested, getattr(self, nested), {key: None})
+                    raise TypeError(
+                        f"SmoothedClassifier got {name!r} as a constructor argument; "
+                        f"a {nested}'s parameters go on its object "
+                        f"({nested}=ANCER(kappa=2.0), say) or through "
+                        f"set_params({name}=...), as in a grid search."
+                    )
             if not is_network_param(name):
                 raise TypeError(
                     f"SmoothedClassifier got an unexpected parameter {name!r}; "
@@ -413,7 +424,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ``ANCER()``) and sets ``kappa`` on it, so ``GridSearchCV(clf,
         {"strategy__kappa": [1, 2]})`` and, through a pipeline,
         ``smoothedclassifier__strategy__kappa`` work. Invalid parameters raise
-        before anything is set.
+        before anything is set; a parameter of another strategy (or training)
+        than the one set names those it belongs to.
         """
         for name, resolve in (("strategy", get_strategy), ("training", get_training)):
             prefix = f"{name}__"
@@ -421,6 +433,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)
             }
             current = params.get(name, getattr(self, name))
+            if nested:
+                _check_nested_params(name, current, nested)
             if nested and isinstance(current, str):
                 # a fresh object of the name's defaults (its set_params checks
                 # the names), then the nested values on it
@@ -946,6 +960,49 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         score : float
         """
         return super().score(X, y, sample_weight=sample_weight)
+
+
+def _check_nested_params(name, current, nested):
+    """A ValueError naming the strategies (or trainings) a nested parameter
+    belongs to, where ``current`` has no such parameter: ``strategy__kappa``
+    with ``strategy='cohen'`` says that ``kappa`` is ANCER's and RANCER's."""
+    registry = STRATEGIES if name == "strategy" else TRAININGS
+    resolve = get_strategy if name == "strategy" else get_training
+    try:
+        target = resolve(current)
+        valid = set(target.get_params(deep=False))
+    except (ValueError, TypeError, AttributeError):
+        return  # an unknown name or object: the usual validation says so
+    for key in nested:
+        param = key.split("__")[0]
+        if param in valid:
+            continue
+        owners = sorted(
+            {
+                option
+                for option, cls in registry.items()
+                if param in cls().get_params(deep=False)
+                and getattr(cls(), "name", option) == option  # no aliases
+            }
+        )
+        shown = f"{name}={current!r}" if isinstance(current, str) else repr(target)
+        takes = ", ".join(sorted(valid)) if valid else "none"
+        if owners:
+            where = "it belongs to " + ", ".join(f"{name}={o!r}" for o in owners)
+            fix = (
+                f"; set {name}={owners[0]!r} with it, e.g. set_params({name}="
+                f"{owners[0]!r}, {name}__{key}=...), or in a grid "
+                f"{{'{name}': [{owners[0]!r}], '{name}__{key}': [...]}}"
+            )
+        else:
+            close = difflib.get_close_matches(param, sorted(valid), n=1)
+            where = f"did you mean {close[0]!r}" if close else ""
+            where = where or f"no {name} smoothlearn knows takes it"
+            fix = ""
+        raise ValueError(
+            f"Invalid parameter {param!r} for {shown} ({name}__{key}; its "
+            f"parameters: {takes}): {where}{fix}."
+        )
 
 
 def _flatten_images(X):
