@@ -295,16 +295,32 @@ def _warn_if_units_shrink(in_model, in_input, a, steps, X):
     if names is None:
         names = getattr(steps[0], "feature_names_in_", None)
     name = f"{names[feature]!r}" if names is not None else f"{feature}"
+    stretch = float(np.abs(a[feature]) if a.ndim == 1 else np.linalg.norm(a[:, feature]))
     warnings.warn(
         f"certified radii in the units of X are {shrink:.0f} times smaller than in "
-        f"the model's space (median): feature {name}, stretched most by "
-        f"{' then '.join(type(s).__name__ for s in steps)}, sets them (one unit "
-        "of the model's space is a small step of it). Pass space='model' for radii "
-        "in the units the smoothed classifier sees (standardised units behind "
-        "a StandardScaler), or scale that feature otherwise.",
+        f"the model's space (median): feature {name}, which "
+        f"{' then '.join(type(s).__name__ for s in steps)} stretches by "
+        f"{stretch:.3g}, sets them. Pass space='model' for radii in the units the "
+        "smoothed classifier sees (standardised units behind a StandardScaler), "
+        "or scale that feature otherwise.",
         InputUnitsWarning,
-        stacklevel=3,
+        stacklevel=_outside_smoothlearn(),
     )
+
+
+def _outside_smoothlearn():
+    """The ``stacklevel`` of the first caller outside smoothlearn (a warning
+    then points at the user's line, whichever public function it came from)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package + os.sep
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _certify(classifier, Z, radius, checkpoint):
