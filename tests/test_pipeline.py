@@ -525,6 +525,10 @@ def test_scorers_certify_in_the_space_asked_and_never_share_across_spaces():
     assert scores["model"] == average_certified_radius(y, in_model)
     assert scores["input"] == average_certified_radius(y, in_input)
     assert scores["model"] > 10 * scores["input"]
+    pytest.importorskip("matplotlib")
+    display = CertifiedAccuracyDisplay.from_estimator(pipe, X, y, space="model")
+    assert display.ax_.get_xlabel() == "l2 radius (in the model's space)"
+    assert display.curves["cohen"][0].max() == in_model.radius.max()
     sequential = certified_accuracy_scorer(0.5, space="model")
     assert repr(sequential) == "certified_accuracy_scorer(radius=0.5, space='model')"
     decided = certify_estimator(pipe, X, radius=0.5, space="model")

@@ -242,7 +242,9 @@ class CertifiedAccuracyDisplay:
         ).plot(ax=ax)
 
     @classmethod
-    def from_estimator(cls, estimator, X, y, *, name=None, proxy=False, ax=None):
+    def from_estimator(
+        cls, estimator, X, y, *, name=None, proxy=False, ax=None, space="input"
+    ):
         """Certify ``X`` with a fitted estimator (or several) and plot the curves.
 
         Parameters
@@ -258,6 +260,8 @@ class CertifiedAccuracyDisplay:
             default).
         proxy : bool, default=False
         ax : matplotlib Axes, default=None
+        space : {'input', 'model'}, default='input'
+            The radii's units (:func:`~smoothlearn.pipeline.certify_estimator`).
 
         Returns
         -------
@@ -265,10 +269,11 @@ class CertifiedAccuracyDisplay:
         """
         if isinstance(estimator, dict):
             certificates = {
-                key: certify_estimator(est, X) for key, est in estimator.items()
+                key: certify_estimator(est, X, space=space)
+                for key, est in estimator.items()
             }
         else:
-            certified = certify_estimator(estimator, X)
+            certified = certify_estimator(estimator, X, space=space)
             certificates = {name or certified.strategy or "certificates": certified}
         return cls.from_certificates(y, certificates, proxy=proxy, ax=ax)
 
