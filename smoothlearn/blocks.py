@@ -194,8 +194,9 @@ def run_blocks(
         unit="input",
         disable=not verbose,
         leave=False,
-        bar_format="{l_bar}{bar}| {n:.0f}/{total} inputs "
-        "[{elapsed}<{remaining}, {rate_fmt}]",
+        # tqdm's own format, the inputs done shown whole while draws move it
+        bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} "
+        "[{elapsed}<{remaining}, {rate_fmt}{postfix}]",
     )
     bar.update(len(X) - sum(b.stop - b.start for b in todo))
     progress = None
