@@ -128,3 +128,43 @@ if __name__ == "__main__":  # print what each block prints, to update the README
     for code, _ in readme_python_blocks():
         exec(compile(code, "README.md", "exec"), globals())
         print("-" * 40)
+
+
+def _figures(text):
+    """The numbers of ``text`` as written (``81.8%``, ``3.3x``, ``0.480``)."""
+    return re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|x)?", text)
+
+
+def _quotes(figure, numbers):
+    """Whether ``figure`` rounds one of ``numbers`` at its own precision
+    (a percentage also as a share: ``81.8%`` quotes ``.818``)."""
+    plain = figure.rstrip("%x").replace(",", "")
+    places = len(plain.split(".")[1]) if "." in plain else 0
+    wanted = [(float(plain), places)]
+    if figure.endswith("%"):
+        wanted.append((float(plain) / 100, places + 2))
+    return any(
+        abs(x - value) <= 0.5 * 10.0**-digits + 1e-12
+        for value, digits in wanted
+        for x in numbers
+    )
+
+
+def test_the_readmes_strategy_figures_are_the_benchmarks_pages():
+    text = (ROOT / "README.md").read_text()
+    which = text[text.index("## Which strategy when") :]
+    which = which[: which.index("\n## ", 1)]
+    start = re.search(r"On\s+Fashion-MNIST \(the built-in CNN trained clean", text)
+    denoised = text[start.start() :]
+    denoised = denoised[: denoised.index("\n\n")]
+    page = (ROOT / "docs" / "benchmarks.rst").read_text()
+    numbers = [
+        float(t.replace(",", ""))
+        for t in re.findall(r"(?<![\w])\.?\d[\d,]*(?:\.\d+)?", page)
+    ]
+    quoted = _figures(which) + _figures(denoised)
+    assert len(quoted) > 30
+    missing = [f for f in quoted if not _quotes(f, numbers)]
+    assert not missing, f"README figures not on the Benchmarks page: {missing}"
+    # and the check can fail: the figures this page disagreed with before
+    assert not _quotes("83.2%", [0.818, 0.693]) and _quotes("81.8%", [0.818])
