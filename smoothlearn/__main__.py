@@ -224,9 +224,8 @@ def _add_common(parser, default_strategies):
 
 def build_parser():
     """The argument parser of the ``smoothlearn`` command."""
-    from .strategies import STRATEGIES
-
     from . import __version__
+    from .strategies import STRATEGIES
 
     parser = _Parser(
         prog="smoothlearn",
@@ -493,7 +492,9 @@ def _claim_results_folder(args):
     left as it is and this run writes beside it, to the first free
     ``<out>-2``, ``<out>-3`` ..., saying so (on stderr, even with ``-q``).
     """
-    earlier = _earlier_results(args.out)
+    # a model the command reads or saves stays, wherever it is
+    named = {os.path.abspath(p) for p in (args.model, args.save_model) if p is not None}
+    earlier = [p for p in _earlier_results(args.out) if os.path.abspath(p) not in named]
     if earlier and not args.resume:
         if args.overwrite:
             for path in earlier:

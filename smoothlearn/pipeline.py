@@ -295,7 +295,8 @@ def _warn_if_units_shrink(in_model, in_input, a, steps, X):
     if names is None:
         names = getattr(steps[0], "feature_names_in_", None)
     name = f"{names[feature]!r}" if names is not None else f"{feature}"
-    stretch = float(np.abs(a[feature]) if a.ndim == 1 else np.linalg.norm(a[:, feature]))
+    column = a[feature] if a.ndim == 1 else a[:, feature]
+    stretch = float(np.linalg.norm(np.atleast_1d(column)))
     warnings.warn(
         f"certified radii in the units of X are {shrink:.0f} times smaller than in "
         f"the model's space (median): feature {name}, which "

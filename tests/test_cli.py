@@ -443,6 +443,13 @@ def test_a_results_folder_is_never_overwritten_without_overwrite(tmp_path, capsy
     assert "writing to" not in capsys.readouterr().err
     assert (out / "summary.txt").read_text() == first
     assert not (tmp_path / "results-4").exists()
+    # ... but never the model a command names, even inside the folder
+    mine = out / "model_mine.joblib"
+    assert main(["certify", *_SMALL, "--overwrite", "--save-model", str(mine),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert main(["certify", *_SMALL, "--overwrite", "--model", str(mine),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert mine.exists()
 
 
 def test_an_interrupted_run_prints_the_resume_line(tmp_path, monkeypatch, capsys):

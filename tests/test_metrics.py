@@ -227,11 +227,12 @@ def test_largest_certifiable_radius_is_the_bound_of_n_agreeing_draws():
 
     from smoothlearn.bounds import largest_certifiable_radius
 
-    mpmath.mp.dps = 40
-    for n, alpha, sigma in [(100_000, 0.001, 0.25), (10_000, 0.01, 0.5), (500, 0.05, 1)]:
-        p = mpmath.mpf(alpha) ** (mpmath.mpf(1) / n)  # all n draws agree
-        gaussian = sigma * mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)
-        uniform = sigma * mpmath.sqrt(3) * (2 * p - 1)
+    settings = [(100_000, 0.001, 0.25), (10_000, 0.01, 0.5), (500, 0.05, 1)]
+    for n, alpha, sigma in settings:
+        with mpmath.workdps(40):
+            p = mpmath.mpf(alpha) ** (mpmath.mpf(1) / n)  # all n draws agree
+            gaussian = sigma * mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)
+            uniform = sigma * mpmath.sqrt(3) * (2 * p - 1)
         for family, exact in (("gaussian", gaussian), ("uniform", uniform)):
             got = largest_certifiable_radius(family, sigma, n, alpha)
             assert got == pytest.approx(float(exact), rel=1e-9)

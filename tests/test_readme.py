@@ -79,7 +79,9 @@ def outputs_agree(printed, shown, tolerance=TOLERANCE):
 
 
 def test_the_comparison_reads_numbers_within_the_tolerance_only():
-    assert outputs_agree("[2 8 2] [0.74 0.48]\nACR: 0.5", "[2 8 2] [0.75 0.46]\nACR: 0.52")
+    assert outputs_agree(
+        "[2 8 2] [0.74 0.48]\nACR: 0.5", "[2 8 2] [0.75 0.46]\nACR: 0.52"
+    )
     assert not outputs_agree("ACR: 0.5", "ACR: 0.6")
     assert not outputs_agree("ACR: 0.5", "AC R: 0.5")
     assert not outputs_agree("[0.74 0.48]", "[0.74 0.48 0.8]")
