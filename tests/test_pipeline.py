@@ -544,3 +544,21 @@ def test_a_space_of_neither_kind_is_refused_before_any_work(space):
         certify_estimator(pipe, X, space=space)
     with pytest.raises(ValueError):
         acr_scorer(space=space)
+
+
+def test_the_model_spaces_earlier_name_is_read_as_model():
+    import pickle
+
+    from smoothlearn.metrics import CertificateLog
+
+    pipe, X, _ = _breast_cancer_pipeline()
+    cert = pipe.certify(X[:3], space="model")
+    assert cert._replace(space="classifier").space == "model"
+    state = cert.__dict__.copy()
+    state["space"] = "classifier"  # as an earlier version pickled it
+    old = pickle.loads(pickle.dumps(cert))
+    old.__setstate__(state)
+    assert old.space == "model"
+    log = CertificateLog([0], [1], [1], [False], [1.0], [1.0], [True], [0.1], ["cohen"],
+                         space=["classifier"])  # fmt: skip
+    assert log.space.tolist() == ["model"]
