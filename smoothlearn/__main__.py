@@ -97,6 +97,13 @@ def _add_common(parser, default_strategies):
         help="feed inputs shaped (C, H, W) (the built-in CNN) instead of flat vectors",
     )
     data.add_argument(
+        "--standardize",
+        action="store_true",
+        help="standardise flat features (scikit-learn's StandardScaler, fitted on "
+        "the training inputs) before the network: for tabular data whose features "
+        "have units of different sizes; see --space",
+    )
+    data.add_argument(
         "--n-train", type=_positive_int, help="train on the first N training inputs"
     )
     data.add_argument(
@@ -178,6 +185,14 @@ def _add_common(parser, default_strategies):
     )
     cert.add_argument(
         "--alpha", type=_probability, default=0.001, help="failure probability (0.001)"
+    )
+    cert.add_argument(
+        "--space",
+        choices=["input", "model"],
+        default="input",
+        help="units of the certificates with --standardize: the data's (input, "
+        "the default) or the standardised ones the network sees (model); without "
+        "--standardize the two are the same",
     )
     cert.add_argument(
         "--batch-size",
@@ -514,6 +529,55 @@ def _claim_results_folder(args):
     os.makedirs(args.out, exist_ok=True)
 
 
+def _standardized(args, data):
+    """``(data, scaler, X_test_raw)``: with ``--standardize``, the data
+    standardised by a StandardScaler fitted on the training inputs the model
+    trains on (refitted the same way for a ``--model`` trained so), the
+    scaler and the raw test inputs; else the data as it is and None twice."""
+    if not args.standardize:
+        return data, None, None
+    if args.images:
+        raise ValueError(
+            "--standardize is for flat features; pixels are already scaled by a "
+            "constant (to [0, 1])"
+        )
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(data.X_train[: args.n_train])
+    X_raw = data.X_test[: args.n_test]
+    data = type(data)(
+        data.name,
+        scaler.transform(data.X_train).astype(np.float32),
+        data.y_train,
+        scaler.transform(data.X_test).astype(np.float32),
+        data.y_test,
+        data.image_shape,
+    )
+    return data, scaler, X_raw
+
+
+def _in_input_units(cert, scaler, X_raw):
+    """The certificates of standardised inputs in the data's units (the
+    preimage under the scaler, as :func:`~smoothlearn.certify_estimator`
+    maps them), with its warning where those units shrink the radius."""
+    import warnings
+
+    import numpy as np
+
+    from .pipeline import _warn_if_units_shrink
+
+    a = 1.0 / np.asarray(scaler.scale_, dtype=np.float64)
+    X_flat = np.asarray(X_raw, dtype=np.float64).reshape(len(cert), -1)
+    in_input = cert._replace(input_map=a, input_center=X_flat, space="input")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _warn_if_units_shrink(cert, in_input, a, [scaler], X_raw, "--space model")
+    for warning in caught:  # a line of the command's, not a Python warning
+        print(f"smoothlearn: warning: {warning.message}", file=sys.stderr)
+    return in_input
+
+
 def run(args):
     """Carry out a parsed ``certify`` or ``compare`` command; return the table."""
     from .datasets import load_dataset
@@ -523,6 +587,7 @@ def run(args):
     data = load_dataset(args.data, random_state=args.random_state)
     if args.images:
         data = data.as_images()
+    data, scaler, X_raw = _standardized(args, data)
     _claim_results_folder(args)
     strategies = args.strategy
     if strategies is None:
@@ -573,6 +638,11 @@ def run(args):
         _log(args, f"certifying {len(X)} inputs with {strategy} (n={args.n}) ...")
         start = time.perf_counter()
         cert = clf.certify(X, checkpoint=log)
+        if scaler is not None:  # the network's certificates are the model's
+            if args.space == "input":
+                cert = _in_input_units(cert, scaler, X_raw)
+            else:
+                cert = cert._replace(space="model")
         _log(args, f"{strategy}: {time.perf_counter() - start:.1f} s")
         _save_memories(args, clf, files)
         write_certificates_tsv(
@@ -584,6 +654,7 @@ def run(args):
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
         + ("" if denoiser is None else f" denoiser={type(denoiser).__name__}")
+        + ("" if scaler is None else f" standardize=1 space={args.space}")
         + (
             ""
             if args.radius_tolerance is None
@@ -616,7 +687,9 @@ def _summarise(args, header, norm, y, results, smoothings):
 
     settings = _settings(header)
     max_radius = None
-    if {"noise", "sigma", "n", "alpha"} <= set(settings):
+    # in the data's units behind --standardize the limit is the scaler's too
+    in_model_units = settings.get("space", "model") == "model"
+    if {"noise", "sigma", "n", "alpha"} <= set(settings) and in_model_units:
         max_radius = largest_certifiable_radius(
             settings["noise"],
             float(settings["sigma"]),

@@ -276,10 +276,11 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None, space="inpu
     return in_input
 
 
-def _warn_if_units_shrink(in_model, in_input, a, steps, X):
+def _warn_if_units_shrink(in_model, in_input, a, steps, X, option="space='model'"):
     """:class:`InputUnitsWarning` where the input's units shrink the median
     radius more than :data:`UNITS_SHRINK_WARNING` times, naming the feature
-    the map stretches most (the one that sets an isotropic region's radius)."""
+    the map stretches most (the one that sets an isotropic region's radius)
+    and ``option``, the way to certify in the model's space."""
     model, given = in_model.radius, in_input.radius
     both = (model > 0) & (given > 0)
     if not both.any():
@@ -301,7 +302,7 @@ def _warn_if_units_shrink(in_model, in_input, a, steps, X):
         f"certified radii in the units of X are {shrink:.0f} times smaller than in "
         f"the model's space (median): feature {name}, which "
         f"{' then '.join(type(s).__name__ for s in steps)} stretches by "
-        f"{stretch:.3g}, sets them. Pass space='model' for radii in the units the "
+        f"{stretch:.3g}, sets them. Pass {option} for radii in the units the "
         "smoothed classifier sees (standardised units behind a StandardScaler), "
         "or scale that feature otherwise.",
         InputUnitsWarning,

@@ -491,3 +491,38 @@ def test_table_and_plot_state_the_largest_certifiable_radius(tmp_path):
     assert f"largest radius certifiable at these settings: {r_max:.3g}" in caption
     assert "d-th root" in caption and "n-th root" not in caption
     assert (out / "certified_accuracy.png").stat().st_size > 1000
+
+
+def test_standardized_tabular_data_is_certified_in_the_space_asked(tmp_path, capsys):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    from smoothlearn.__main__ import main
+    from smoothlearn.datasets import load_dataset
+
+    X, y = load_breast_cancer(return_X_y=True)
+    np.savez(tmp_path / "cancer.npz", X=X, y=y)
+    common = ["certify", "--data", str(tmp_path / "cancer.npz"), "--standardize"]
+    common += ["--sigma", "0.5", "--n", "1000", "--n-test", "30", "--max-epochs", "5"]
+    common += ["--hidden", "32", "-q", "--no-plot"]
+    assert main([*common, "--space", "model", "--out", str(tmp_path / "m")]) == 0
+    model_run = capsys.readouterr()
+    assert "standardize=1 space=model" in model_run.out
+    assert "largest radius certifiable" in model_run.out
+    assert "warning" not in model_run.err
+    assert main([*common, "--out", str(tmp_path / "i")]) == 0  # space input
+    input_run = capsys.readouterr()
+    assert "largest radius certifiable" not in input_run.out  # the scaler's too
+    assert "feature 19," in input_run.err and "--space model" in input_run.err
+    in_model = read_certificates_tsv(tmp_path / "m" / "certify_cohen.tsv")
+    in_input = read_certificates_tsv(tmp_path / "i" / "certify_cohen.tsv")
+    assert set(in_model.space) == {"model"} and set(in_input.space) == {"input"}
+    np.testing.assert_array_equal(in_model.label, in_input.label)
+    # the same model and draws: the input's radius is the model's times the
+    # smallest spread the scaler divides by (an isotropic region's preimage)
+    data = load_dataset(str(tmp_path / "cancer.npz"), random_state=0)
+    spread = StandardScaler().fit(data.X_train).scale_.min()
+    np.testing.assert_allclose(in_input.radius, in_model.radius * spread, rtol=1e-9)
+    assert in_model.radius.max() > 0.5
+    images = main(["certify", "--images", "--standardize", "--out", str(tmp_path)])
+    assert images == 2 and "--standardize is for flat" in capsys.readouterr().err
