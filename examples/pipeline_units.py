@@ -68,8 +68,8 @@ print(cert)
 print("space:", cert.space)
 
 # one wine: the network's ball and its preimage in raw units
-scaler, clf = search.best_estimator_[0], search.best_estimator_[-1]
-scaled = clf.certify(scaler.transform(X_test[:1]))
+scaler = search.best_estimator_[0]
+scaled = certify_estimator(search, X_test[:1], space="model")  # what it sees
 print(f"\nfirst held-out wine: class {cert.label[0]} (true {y_test[0]})")
 print(f"radius in the scaled space the network sees: {scaled.radius[0]:.3f}")
 print(f"radius in raw units (smallest semi-axis):    {cert.radius[0]:.3f}")

@@ -97,6 +97,13 @@ def _add_common(parser, default_strategies):
         help="feed inputs shaped (C, H, W) (the built-in CNN) instead of flat vectors",
     )
     data.add_argument(
+        "--standardize",
+        action="store_true",
+        help="standardise flat features (scikit-learn's StandardScaler, fitted on "
+        "the training inputs) before the network: for tabular data whose features "
+        "have units of different sizes; see --space",
+    )
+    data.add_argument(
         "--n-train", type=_positive_int, help="train on the first N training inputs"
     )
     data.add_argument(
@@ -189,6 +196,14 @@ def _add_common(parser, default_strategies):
         "--alpha", type=_probability, default=0.001, help="failure probability (0.001)"
     )
     cert.add_argument(
+        "--space",
+        choices=["input", "model"],
+        default="input",
+        help="units of the certificates with --standardize: the data's (input, "
+        "the default) or the standardised ones the network sees (model); without "
+        "--standardize the two are the same",
+    )
+    cert.add_argument(
         "--batch-size",
         type=_positive_int,
         default=1000,
@@ -227,17 +242,28 @@ def _add_common(parser, default_strategies):
         help="folder for the TSV logs, summary.txt and the plot "
         "(default smoothlearn-results)",
     )
+    out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results of an earlier run in --out (without it, a new "
+        "run writes beside them, to the first free --out-2, --out-3 ..., and "
+        "says where)",
+    )
     out.add_argument("--no-plot", action="store_true", help="skip the plot")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
 
 def build_parser():
     """The argument parser of the ``smoothlearn`` command."""
+    from . import __version__
     from .strategies import STRATEGIES
 
     parser = _Parser(
         prog="smoothlearn",
         description="Certify neural-network classifiers by randomized smoothing.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"smoothlearn {__version__}"
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     certify = sub.add_parser(
@@ -518,6 +544,106 @@ def _take_memories(clf, saved, path):
             clf.memory_ = theirs
 
 
+#: What a run writes to --out (the files that mark a folder as a run's).
+_RESULT_FILES = (
+    "summary.txt",
+    "certified_accuracy.png",
+    "certify_*.jsonl",
+    "certify_*.tsv",
+    "model*.joblib",
+)
+
+
+def _earlier_results(folder):
+    """The files of an earlier run in ``folder`` (none if it is not there)."""
+    import glob
+
+    return sorted(
+        path
+        for pattern in _RESULT_FILES
+        for path in glob.glob(os.path.join(glob.escape(folder), pattern))
+    )
+
+
+def _claim_results_folder(args):
+    """Make ``args.out`` a folder this run may write to, never losing a result.
+
+    ``--resume`` continues the run in ``--out``; ``--overwrite`` removes an
+    earlier run's files there; otherwise a folder holding an earlier run is
+    left as it is and this run writes beside it, to the first free
+    ``<out>-2``, ``<out>-3`` ..., saying so (on stderr, even with ``-q``).
+    """
+    # a model the command reads or saves stays, wherever it is
+    named = {os.path.abspath(p) for p in (args.model, args.save_model) if p is not None}
+    earlier = [p for p in _earlier_results(args.out) if os.path.abspath(p) not in named]
+    if earlier and not args.resume:
+        if args.overwrite:
+            for path in earlier:
+                os.remove(path)
+        else:
+            base, number = args.out.rstrip(os.sep) or args.out, 2
+            while _earlier_results(f"{base}-{number}"):
+                number += 1
+            print(
+                f"smoothlearn: {args.out} holds an earlier run's results; writing "
+                f"to {base}-{number} instead (--overwrite replaces them, --resume "
+                "continues that run)",
+                file=sys.stderr,
+                flush=True,
+            )
+            args.out = f"{base}-{number}"
+    os.makedirs(args.out, exist_ok=True)
+
+
+def _standardized(args, data):
+    """``(data, scaler, X_test_raw)``: with ``--standardize``, the data
+    standardised by a StandardScaler fitted on the training inputs the model
+    trains on (refitted the same way for a ``--model`` trained so), the
+    scaler and the raw test inputs; else the data as it is and None twice."""
+    if not args.standardize:
+        return data, None, None
+    if args.images:
+        raise ValueError(
+            "--standardize is for flat features; pixels are already scaled by a "
+            "constant (to [0, 1])"
+        )
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(data.X_train[: args.n_train])
+    X_raw = data.X_test[: args.n_test]
+    data = type(data)(
+        data.name,
+        scaler.transform(data.X_train).astype(np.float32),
+        data.y_train,
+        scaler.transform(data.X_test).astype(np.float32),
+        data.y_test,
+        data.image_shape,
+    )
+    return data, scaler, X_raw
+
+
+def _in_input_units(cert, scaler, X_raw):
+    """The certificates of standardised inputs in the data's units (the
+    preimage under the scaler, as :func:`~smoothlearn.certify_estimator`
+    maps them), with its warning where those units shrink the radius."""
+    import warnings
+
+    import numpy as np
+
+    from .pipeline import _warn_if_units_shrink
+
+    a = 1.0 / np.asarray(scaler.scale_, dtype=np.float64)
+    X_flat = np.asarray(X_raw, dtype=np.float64).reshape(len(cert), -1)
+    in_input = cert._replace(input_map=a, input_center=X_flat, space="input")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _warn_if_units_shrink(cert, in_input, a, [scaler], X_raw, "--space model")
+    for warning in caught:  # a line of the command's, not a Python warning
+        print(f"smoothlearn: warning: {warning.message}", file=sys.stderr)
+    return in_input
+
+
 def run(args):
     """Carry out a parsed ``certify`` or ``compare`` command; return the table."""
     from .datasets import load_dataset
@@ -527,7 +653,8 @@ def run(args):
     data = load_dataset(args.data, random_state=args.random_state)
     if args.images:
         data = data.as_images()
-    os.makedirs(args.out, exist_ok=True)
+    data, scaler, X_raw = _standardized(args, data)
+    _claim_results_folder(args)
     strategies = args.strategy
     if strategies is None:
         # the defaults that can smooth these inputs with this noise
@@ -577,6 +704,11 @@ def run(args):
         _log(args, f"certifying {len(X)} inputs with {strategy} (n={args.n}) ...")
         start = time.perf_counter()
         cert = clf.certify(X, checkpoint=log)
+        if scaler is not None:  # the network's certificates are the model's
+            if args.space == "input":
+                cert = _in_input_units(cert, scaler, X_raw)
+            else:
+                cert = cert._replace(space="model")
         _log(args, f"{strategy}: {time.perf_counter() - start:.1f} s")
         _save_memories(args, clf, files)
         write_certificates_tsv(
@@ -590,6 +722,7 @@ def run(args):
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
         + ("" if denoiser is None else f" denoiser={type(denoiser).__name__}")
+        + ("" if scaler is None else f" standardize=1 space={args.space}")
         + (
             f" timestep={denoiser.timestep(clf.sigma)}"
             if hasattr(denoiser, "timestep")
@@ -676,23 +809,41 @@ def _summarise_attacks(args, y, results, attacks):
     print(text)
 
 
+def _settings(header):
+    """The ``key=value`` settings of a run's first line (data, noise, sigma ...)."""
+    return dict(part.split("=", 1) for part in header.split() if "=" in part)
+
+
 def _summarise(args, header, norm, y, results, smoothings):
     """Print and save the captioned table and plot; return the table.
 
     ``smoothings`` maps each row's name to its smoothing written whole, listed
-    under the table so that two runs' rows are told apart.
+    under the table so that two runs' rows are told apart. Where ``header``
+    gives the noise, sigma, n and alpha, the caption and the plot state the
+    largest radius certifiable at them.
     """
+    from .bounds import largest_certifiable_radius
     from .metrics import (
         CertifiedAccuracyDisplay,
         certified_accuracy_caption,
         certified_accuracy_table,
     )
 
+    settings = _settings(header)
+    max_radius = None
+    # in the data's units behind --standardize the limit is the scaler's too
+    in_model_units = settings.get("space", "model") == "model"
+    if {"noise", "sigma", "n", "alpha"} <= set(settings) and in_model_units:
+        max_radius = largest_certifiable_radius(
+            settings["noise"],
+            float(settings["sigma"]),
+            int(settings["n"]),
+            float(settings["alpha"]),
+        )
     table = certified_accuracy_table(y, results, args.radii)
     described = [f"  {name}: {smoothing}" for name, smoothing in smoothings.items()]
-    text = "\n".join(
-        [header, certified_accuracy_caption(norm), table, "", "smoothings:", *described]
-    )
+    caption = certified_accuracy_caption(norm, max_radius=max_radius)
+    text = "\n".join([header, caption, table, "", "smoothings:", *described])
     with open(os.path.join(args.out, "summary.txt"), "w") as handle:
         handle.write(text + "\n")
     if not args.no_plot:
@@ -703,8 +854,21 @@ def _summarise(args, header, norm, y, results, smoothings):
         except ImportError:
             _log(args, "matplotlib is not installed: no plot (pip install matplotlib)")
         else:
-            display = CertifiedAccuracyDisplay.from_certificates(y, results)
-            display.figure_.savefig(os.path.join(args.out, "certified_accuracy.png"))
+            title = ", ".join(
+                f"{key}={settings[key]}"
+                for key in ("data", "noise", "sigma", "n", "alpha")
+                if key in settings
+            )
+            display = CertifiedAccuracyDisplay.from_certificates(
+                y,
+                results,
+                caption=f"{title}, {norm} norm" if title else f"{norm} norm",
+                max_radius=max_radius,
+                norm=norm,
+            )
+            display.figure_.savefig(
+                os.path.join(args.out, "certified_accuracy.png"), bbox_inches="tight"
+            )
     print(text)
     return table
 
@@ -735,7 +899,7 @@ def report(args):
     if os.path.exists(summary):
         with open(summary) as handle:
             header = handle.readline().rstrip("\n")
-        noise = dict(p.split("=", 1) for p in header.split() if "=" in p).get("noise")
+        noise = _settings(header).get("noise")
         norm = {"uniform": "l1", "laplace": "l1"}.get(noise, "l2")
     # the smoothing each log records ('' for logs written before it did)
     smoothings = {
@@ -744,11 +908,28 @@ def report(args):
     return _summarise(args, header, norm, y, results, smoothings)
 
 
+def _resume_command(argv, out):
+    """The command line that continues an interrupted run in ``out``."""
+    import shlex
+
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not (arg.startswith("--out=") or arg in ("--overwrite", "--resume")):
+            kept.append(arg)
+    return shlex.join(["smoothlearn", *kept, "--out", out, "--resume"])
+
+
 def main(argv=None):
     """Entry point of the ``smoothlearn`` console script."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (
+        argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")
+    ):
         argv = ["certify", *argv]  # certify is the default command
     args = parser.parse_args(argv)
     try:
@@ -761,6 +942,12 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         print("smoothlearn: interrupted", file=sys.stderr)
+        if args.command != "report" and os.path.isdir(args.out):
+            print(
+                "the inputs certified so far are kept; continue the run with\n  "
+                + _resume_command(argv, args.out),
+                file=sys.stderr,
+            )
         return 130
     return 0
 

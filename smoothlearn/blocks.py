@@ -8,6 +8,7 @@ this process or on joblib workers, reading finished blocks back from a
 checkpoint log and appending new ones (:class:`BlockResult` rows).
 """
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ from tqdm.auto import tqdm
 
 from .scale import Scale
 
-__all__ = ["BlockResult", "INPUT_BLOCK", "run_blocks"]
+__all__ = ["BlockResult", "INPUT_BLOCK", "report_draws", "run_blocks"]
 
 #: Inputs handled together: the noise banks are regenerated once per block
 #: (cheap next to n forward passes per input) and progress, checkpoints and
@@ -90,7 +91,62 @@ class BlockResult:
         )
 
 
-def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):
+#: The progress of the call running in this thread (run_blocks sets it while
+#: blocks run here; joblib's workers, in other processes or threads, see none)
+_running = threading.local()
+
+
+def report_draws(n_inputs, n_draws):
+    """Tell the progress bar of the call running in this thread that
+    ``n_inputs`` inputs each counted ``n_draws`` more noise draws.
+
+    The counting kernel calls it after each forward pass
+    (:func:`~smoothlearn.counting.count_classes`), so the bar moves per draw
+    batch, not per block of :data:`INPUT_BLOCK` inputs; a no-op when no bar
+    runs in this thread.
+    """
+    progress = getattr(_running, "progress", None)
+    if progress is not None:
+        progress.advance(n_inputs * n_draws)
+
+
+class _DrawProgress:
+    """A bar over inputs that moves with the draws counted inside a block.
+
+    Between two finished blocks the bar is credited ``draws /
+    draws_per_input`` inputs as draws are counted (at most a block's worth);
+    each finished block sets it to the inputs finished. The remaining time
+    tqdm shows is then estimated from the first forward passes, not from
+    whole blocks.
+    """
+
+    def __init__(self, bar, draws_per_input):
+        self.bar, self.draws_per_input = bar, draws_per_input
+        self.done, self.partial = float(bar.n), 0.0
+
+    def _show(self, position):
+        if position > self.bar.n:
+            self.bar.update(position - self.bar.n)
+
+    def advance(self, draws):
+        self.partial = min(self.partial + draws / self.draws_per_input, INPUT_BLOCK)
+        self._show(min(self.done + self.partial, self.bar.total))
+
+    def finish(self, size):
+        self.done, self.partial = self.done + size, 0.0
+        self._show(self.done)
+
+
+def run_blocks(
+    work,
+    X,
+    key,
+    *,
+    n_jobs=None,
+    verbose=0,
+    checkpoint=None,
+    draws_per_input=None,
+):
     """``work(X_block, key)`` on each block of ``INPUT_BLOCK`` inputs, in order.
 
     Blocks run in this process or on ``n_jobs`` joblib workers (any joblib
@@ -107,11 +163,15 @@ def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):
         The call's noise key (:func:`~smoothlearn.banks.bank_key`).
     n_jobs : int, default=None
     verbose : int, default=0
-        From 1, a progress bar over the inputs.
+        From 1, a progress bar over the inputs, with the time remaining.
     checkpoint : CheckpointLog, default=None
         A log of :class:`BlockResult`: blocks it holds for unchanged inputs
         are read back, the others computed and appended; the log's own key
         replaces ``key`` when it resumes a run.
+    draws_per_input : int, default=None
+        The noise draws ``work`` counts per input (``n0 + n`` to certify):
+        with it, blocks run in this process move the bar per forward pass
+        (:func:`report_draws`); without it, or on workers, per block.
 
     Returns
     -------
@@ -129,8 +189,22 @@ def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):
             if logged is not None:
                 results[block.start] = BlockResult.from_rows(logged)
     todo = [b for b in blocks if b.start not in results]
-    with tqdm(total=len(X), unit="input", disable=not verbose, leave=False) as bar:
-        bar.update(len(X) - sum(b.stop - b.start for b in todo))
+    bar = tqdm(
+        total=len(X),
+        unit="input",
+        disable=not verbose,
+        leave=False,
+        # tqdm's own format, the inputs done shown whole while draws move it
+        bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} "
+        "[{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+    )
+    bar.update(len(X) - sum(b.stop - b.start for b in todo))
+    progress = None
+    if verbose and draws_per_input:
+        progress = _DrawProgress(bar, draws_per_input)
+    previous = getattr(_running, "progress", None)
+    _running.progress = progress
+    try:
         computed = Parallel(n_jobs=n_jobs, return_as="generator")(
             delayed(work)(X[b], key) for b in todo
         )
@@ -138,5 +212,11 @@ def run_blocks(work, X, key, *, n_jobs=None, verbose=0, checkpoint=None):
             results[block.start] = result
             if checkpoint is not None:
                 checkpoint.append(X, block, result.rows())
-            bar.update(block.stop - block.start)
+            if progress is not None:
+                progress.finish(block.stop - block.start)
+            else:
+                bar.update(block.stop - block.start)
+    finally:
+        _running.progress = previous
+        bar.close()
     return [results[b.start] for b in blocks]

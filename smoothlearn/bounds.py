@@ -67,6 +67,7 @@ __all__ = [
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "expected_gap",
+    "largest_certifiable_radius",
     "plan_sample_sizes",
     "predict_from_counts",
     "sample_size_grid",
@@ -104,6 +105,40 @@ def clopper_pearson_lower(k, n, alpha):
     with np.errstate(invalid="ignore"):
         p = _beta.ppf(alpha, k, n - k + 1)
     return np.where(k > 0, p, 0.0)
+
+
+def largest_certifiable_radius(noise, sigma, n, alpha):
+    """The largest radius CERTIFY can state with ``n`` draws at level ``alpha``.
+
+    When all ``n`` estimation draws vote for the selected class, the one-sided
+    Clopper-Pearson bound is ``alpha^(1/n)``, the largest it can be; the
+    radius is then the family's ``c * gap(alpha^(1/n)) * sigma``: for gaussian
+    noise ``sigma * Phi^-1(alpha^(1/n))``. No input certified with noise of
+    scale ``sigma`` gets a larger radius, so certified accuracy beyond it is
+    0 by construction (data-dependent strategies that raise an input's
+    scale above ``sigma`` may exceed it).
+
+    Parameters
+    ----------
+    noise : str or NoiseFamily
+    sigma : float
+        The smallest per-coordinate scale of the noise.
+    n : int
+        Estimation draws.
+    alpha : float
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(largest_certifiable_radius("gaussian", 0.25, 100_000, 0.001), 4)
+    0.9529
+    """
+    family = get_noise(noise)
+    p_max = float(clopper_pearson_lower(n, n, alpha))
+    return float(family.radius(p_max, float(sigma)))
 
 
 def clopper_pearson_upper(k, n, alpha):

@@ -123,6 +123,7 @@ class SmoothingTask:
             n_draws,
             batch_size=self.batch_size,
             first_row=first_row,
+            progress=blocks.report_draws,
         )
 
     def counts(self, X, key, which):

@@ -50,7 +50,9 @@ class _PlainResponse:
         )
 
 
-def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
+def count_classes(
+    network, X, scale, bank, n_draws, *, batch_size, first_row=0, progress=None
+):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
     Processing is chunk-major: one window of the bank (``min(n_draws,
@@ -74,6 +76,10 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
     first_row : int, default=0
         The first row of the bank used: a later call from ``first_row = a``
         extends counts of rows ``[0, a)`` without repeating them.
+    progress : callable, default=None
+        ``progress(n_inputs, n_draws)`` after each forward pass: that many
+        inputs counted that many more draws each
+        (:func:`~smoothlearn.blocks.report_draws`).
 
     Returns
     -------
@@ -105,6 +111,7 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                         n_draws,
                         batch_size=batch_size,
                         first_row=first_row,
+                        progress=progress,
                     )
             return out
     batch_size = network.batch_size_for(batch_size)
@@ -139,6 +146,8 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                 i1 = min(i0 + group, m)
                 pred = response.scores(i0, i1, z, shared).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, z.shape[0], K)
+                if progress is not None:
+                    progress(i1 - i0, z.shape[0])
     return counts.cpu().numpy()
 
 

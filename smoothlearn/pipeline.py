@@ -16,7 +16,15 @@ classifier:
   ``proxy_radius`` are those of the preimage of the classifier's region, in
   the input's units, exactly (:class:`~smoothlearn.regions.Certificates`);
 * any other step: the certificates stay in the classifier's space,
-  ``Certificates.space == 'classifier'``, with one warning per call.
+  ``Certificates.space == 'model'``, with one warning per call.
+
+``space='model'`` asks for the classifier's space outright: the certificates
+the smoothed classifier gives on the transformed inputs (standardised units
+behind a ``StandardScaler``), which suit tabular data whose features have
+units of very different sizes. In the input's units the radius is set by the
+feature the preprocessing stretches most; where that makes it more than ten
+times smaller than in the model's space, an :class:`InputUnitsWarning` names
+the feature and the option.
 
 The memory of a data-dependent smoothing works in the classifier's space, on
 the classifier's own certificates: if two regions are disjoint there, their
@@ -42,6 +50,7 @@ from .regions import operator_norm
 
 __all__ = [
     "ClassifierSpaceWarning",
+    "InputUnitsWarning",
     "Pipeline",
     "affine_map",
     "certify_estimator",
@@ -53,6 +62,18 @@ __all__ = [
 class ClassifierSpaceWarning(UserWarning):
     """Certificates left in the classifier's space: a step before it is not a
     known affine map, so their radii are not in the input's units."""
+
+
+class InputUnitsWarning(UserWarning):
+    """Radii in the input's units more than :data:`UNITS_SHRINK_WARNING` times
+    smaller than in the model's space: one feature's units set them."""
+
+
+#: Warn when the input's units shrink the median radius by more than this
+#: factor against the model's space.
+UNITS_SHRINK_WARNING = 10.0
+
+SPACES = ("input", "model")
 
 
 def smoothed_classifier_of(estimator):
@@ -152,7 +173,7 @@ def _compose(maps):
     return out
 
 
-def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
+def certify_estimator(estimator, X, *, radius=None, checkpoint=None, space="input"):
     """Certify ``X`` with whatever ends in a smoothed classifier, in ``X``'s units.
 
     Parameters
@@ -166,25 +187,36 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
         Inputs as the estimator takes them (before its preprocessing).
     radius : float, default=None
         Decide, for each input, whether it is certified at this radius in
-        ``X``'s units, sequentially (:meth:`SmoothedClassifier.certify`): the
-        classifier decides at ``||A|| radius``, which implies it here.
+        ``space``'s units, sequentially (:meth:`SmoothedClassifier.certify`);
+        in the input's units the classifier decides at ``||A|| radius``, which
+        implies it here.
     checkpoint : str or path-like, default=None
         As :meth:`SmoothedClassifier.certify`.
+    space : {'input', 'model'}, default='input'
+        The units of the certificates. ``'input'``: those of ``X``, which an
+        attacker perturbs (a :class:`InputUnitsWarning` where they make the
+        radii more than ten times smaller than the model's, naming the
+        feature that sets them). ``'model'``: the space the smoothed
+        classifier sees, after the steps before it: exactly its own
+        certificates of the transformed ``X`` (``Certificates.space ==
+        'model'``), e.g. standardised units behind a ``StandardScaler``.
 
     Returns
     -------
     Certificates
-        In ``X``'s units when every step before the classifier is a known
-        affine map (:func:`affine_map`): ``input_map`` holds its linear part,
-        ``input_center`` the inputs, and ``radius``, ``proxy_radius`` and
-        ``contains`` speak of the preimage of each region. Otherwise in the
-        classifier's space (``space='classifier'``), with a
-        :class:`ClassifierSpaceWarning`.
+        With ``space='input'``: in ``X``'s units when every step before the
+        classifier is a known affine map (:func:`affine_map`): ``input_map``
+        holds its linear part, ``input_center`` the inputs, and ``radius``,
+        ``proxy_radius`` and ``contains`` speak of the preimage of each
+        region. Otherwise in the classifier's space (``space='model'``), with
+        a :class:`ClassifierSpaceWarning`.
 
     Raises
     ------
     TypeError
         When ``estimator`` ends in no smoothed classifier.
+    ValueError
+        When ``space`` is neither ``'input'`` nor ``'model'``.
 
     Examples
     --------
@@ -200,19 +232,26 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
     >>> cert = certify_estimator(pipe, X[:3])
     >>> cert.space, cert.input_map.shape
     ('input', (2,))
+    >>> certify_estimator(pipe, X[:3], space="model").space
+    'model'
     """
+    if not (isinstance(space, str) and space in SPACES):
+        raise ValueError(f"space must be 'input' or 'model'; got {space!r}.")
     steps, classifier = smoothed_classifier_of(estimator)
     Z = X
     for step in steps:
         Z = step.transform(Z)
     if not steps:
         return _certify(classifier, Z, radius, checkpoint)
+    if space == "model":
+        certificates = _certify(classifier, Z, radius, checkpoint)
+        return certificates._replace(space="model")
     a = _compose([affine_map(step) for step in steps])
     k = np.asarray(Z).reshape(len(Z), -1).shape[1]
     if a is None or not _full_row_rank(a, k):
         unknown = [type(s).__name__ for s in steps if affine_map(s) is None]
         warnings.warn(
-            "certificates stay in the classifier's space (space='classifier'): "
+            "certificates stay in the classifier's space (space='model'): "
             + (
                 f"{', '.join(unknown)} before the classifier is not an affine map "
                 "smoothlearn knows"
@@ -224,7 +263,7 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
             stacklevel=2,
         )
         certificates = _certify(classifier, Z, radius, checkpoint)
-        return certificates._replace(space="classifier")
+        return certificates._replace(space="model")
     if radius is not None:
         # ||Delta|| <= r in X's units moves y by at most ||A|| r: deciding at
         # ||A|| r in the classifier's space decides at r here (exactly for an
@@ -232,7 +271,58 @@ def certify_estimator(estimator, X, *, radius=None, checkpoint=None):
         radius = float(radius) * operator_norm(a, classifier.noise_.norm)
     certificates = _certify(classifier, Z, radius, checkpoint)
     X_flat = np.asarray(X, dtype=np.float64).reshape(len(certificates), -1)
-    return certificates._replace(input_map=a, input_center=X_flat, space="input")
+    in_input = certificates._replace(input_map=a, input_center=X_flat, space="input")
+    _warn_if_units_shrink(certificates, in_input, a, steps, X)
+    return in_input
+
+
+def _warn_if_units_shrink(in_model, in_input, a, steps, X, option="space='model'"):
+    """:class:`InputUnitsWarning` where the input's units shrink the median
+    radius more than :data:`UNITS_SHRINK_WARNING` times, naming the feature
+    the map stretches most (the one that sets an isotropic region's radius)
+    and ``option``, the way to certify in the model's space."""
+    model, given = in_model.radius, in_input.radius
+    both = (model > 0) & (given > 0)
+    if not both.any():
+        return
+    shrink = float(np.median(model[both] / given[both]))
+    if not shrink > UNITS_SHRINK_WARNING:
+        return
+    if a.ndim == 1:
+        feature = int(np.argmax(np.abs(a)))
+    else:  # the input direction A stretches most, by its largest coordinate
+        feature = int(np.argmax(np.abs(np.linalg.svd(a)[2][0])))
+    names = getattr(X, "columns", None)
+    if names is None:
+        names = getattr(steps[0], "feature_names_in_", None)
+    name = f"{names[feature]!r}" if names is not None else f"{feature}"
+    column = a[feature] if a.ndim == 1 else a[:, feature]
+    stretch = float(np.linalg.norm(np.atleast_1d(column)))
+    warnings.warn(
+        f"certified radii in the units of X are {shrink:.0f} times smaller than in "
+        f"the model's space (median): feature {name}, which "
+        f"{' then '.join(type(s).__name__ for s in steps)} stretches by "
+        f"{stretch:.3g}, sets them. Pass {option} for radii in the units the "
+        "smoothed classifier sees (standardised units behind a StandardScaler), "
+        "or scale that feature otherwise.",
+        InputUnitsWarning,
+        stacklevel=_outside_smoothlearn(),
+    )
+
+
+def _outside_smoothlearn():
+    """The ``stacklevel`` of the first caller outside smoothlearn (a warning
+    then points at the user's line, whichever public function it came from)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package + os.sep
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _certify(classifier, Z, radius, checkpoint):
@@ -269,20 +359,24 @@ class Pipeline(SklearnPipeline):
     True
     """
 
-    def certify(self, X, *, radius=None, checkpoint=None):
-        """:func:`certify_estimator` of this pipeline: certificates in ``X``'s units.
+    def certify(self, X, *, radius=None, checkpoint=None, space="input"):
+        """:func:`certify_estimator` of this pipeline: certificates in ``X``'s
+        units, or in the model's (``space='model'``).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         radius : float, default=None
         checkpoint : str or path-like, default=None
+        space : {'input', 'model'}, default='input'
 
         Returns
         -------
         Certificates
         """
-        return certify_estimator(self, X, radius=radius, checkpoint=checkpoint)
+        return certify_estimator(
+            self, X, radius=radius, checkpoint=checkpoint, space=space
+        )
 
 
 def make_pipeline(*steps, **kwargs):

@@ -206,9 +206,12 @@ class Certificates:
         units. None: the classifier's space is the input's.
     input_center : ndarray of shape (n_samples, n_input_features), default=None
         The user's inputs ``x`` (with ``input_map``); ``center`` holds ``A x + b``.
-    space : {'input', 'classifier'}, default='input'
-        The units of ``radius`` and ``proxy_radius``: the input's, or (after a
-        preprocessing step that is not a known affine map) the classifier's.
+    space : {'input', 'model'}, default='input'
+        The units of ``radius`` and ``proxy_radius``: the input's, or the
+        model's (the space the smoothed classifier sees: asked for with
+        ``space='model'``, or after a preprocessing step that is not a known
+        affine map). ``'classifier'``, its earlier name, is read as
+        ``'model'``.
 
     Attributes
     ----------
@@ -296,7 +299,7 @@ class Certificates:
             if input_center is None
             else np.asarray(input_center, dtype=np.float64).reshape(n, -1)
         )
-        self.space = space
+        self.space = "model" if space == "classifier" else space  # its old name
         self._check_consistent()
 
     def _check_consistent(self):
@@ -317,10 +320,8 @@ class Certificates:
             raise ValueError("l1 families support isotropic and diagonal scales only")
         if self.noise != "gaussian" and self.scales.has_cuts:
             raise ValueError("cuts are l2 regions' (gaussian); l1 regions have none")
-        if self.space not in ("input", "classifier"):
-            raise ValueError(
-                f"space must be 'input' or 'classifier'; got {self.space!r}"
-            )
+        if self.space not in ("input", "model"):
+            raise ValueError(f"space must be 'input' or 'model'; got {self.space!r}")
         if (self.input_map is None) != (self.input_center is None):
             raise ValueError("input_map and input_center go together")
         if self.input_map is not None:
@@ -344,6 +345,8 @@ class Certificates:
                 state.pop("basis", None),
                 state.pop("scale_rest", None),
             )
+        if state.get("space") == "classifier":  # the model's space's earlier name
+            state["space"] = "model"
         self.__dict__.update(state)
 
     # ------------------------------------------------------------------ sizes

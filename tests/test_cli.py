@@ -473,3 +473,120 @@ def test_a_diffusers_folder_is_read_locally(tmp_path, capsys):
     assert "denoiser=DiffusionDenoiser" in capsys.readouterr().out
     assert main([*args[:-3], str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "holds no diffusers UNet2DModel" in capsys.readouterr().err
+def test_version():
+    import smoothlearn
+
+    proc = _run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"smoothlearn {smoothlearn.__version__}"
+
+
+_SMALL = ["--n", "300", "--n0", "30", "--n-test", "10", "--max-epochs", "2"]
+_SMALL += ["--hidden", "16", "-q", "--no-plot"]
+
+
+def test_a_results_folder_is_never_overwritten_without_overwrite(tmp_path, capsys):
+    from smoothlearn.__main__ import main
+
+    out = tmp_path / "results"
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 0
+    first = (out / "summary.txt").read_text()
+    (out / "summary.txt").write_text(first + "the user's note\n")
+    capsys.readouterr()
+    # a second run writes beside the first, and says where
+    assert main(["certify", *_SMALL, "--sigma", "0.5", "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    assert f"writing to {out}-2 instead" in said and "--overwrite" in said
+    assert (out / "summary.txt").read_text() == first + "the user's note\n"
+    assert "sigma=0.5" in (tmp_path / "results-2" / "summary.txt").read_text()
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 0
+    assert "writing to" in capsys.readouterr().err
+    assert (tmp_path / "results-3" / "summary.txt").exists()
+    # --overwrite replaces the earlier run's files in place
+    assert main(["certify", *_SMALL, "--overwrite", "--out", str(out)]) == 0
+    assert "writing to" not in capsys.readouterr().err
+    assert (out / "summary.txt").read_text() == first
+    assert not (tmp_path / "results-4").exists()
+    # ... but never the model a command names, even inside the folder
+    mine = out / "model_mine.joblib"
+    assert main(["certify", *_SMALL, "--overwrite", "--save-model", str(mine),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert main(["certify", *_SMALL, "--overwrite", "--model", str(mine),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert mine.exists()
+
+
+def test_an_interrupted_run_prints_the_resume_line(tmp_path, monkeypatch, capsys):
+    import shlex
+
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.__main__ import main
+
+    def interrupted(self, X, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SmoothedClassifier, "certify", interrupted)
+    out = tmp_path / "run"
+    assert main(["certify", *_SMALL, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    resume = err.strip().splitlines()[-1].strip()
+    assert shlex.split(resume) == [
+        "smoothlearn",
+        "certify",
+        *_SMALL,
+        "--out",
+        str(out),
+        "--resume",
+    ]
+    monkeypatch.undo()
+    assert main(shlex.split(resume)[1:]) == 0  # the line it prints runs
+    assert (out / "summary.txt").exists() and not (tmp_path / "run-2").exists()
+
+
+def test_table_and_plot_state_the_largest_certifiable_radius(tmp_path):
+    pytest.importorskip("matplotlib")
+    from smoothlearn.bounds import largest_certifiable_radius
+
+    out = tmp_path / "results"
+    proc = _run("certify", *_SMALL[:-1], "--sigma", "0.5", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    caption = proc.stdout.splitlines()[1]
+    r_max = largest_certifiable_radius("gaussian", 0.5, 300, 0.001)
+    assert f"largest radius certifiable at these settings: {r_max:.3g}" in caption
+    assert "d-th root" in caption and "n-th root" not in caption
+    assert (out / "certified_accuracy.png").stat().st_size > 1000
+
+
+def test_standardized_tabular_data_is_certified_in_the_space_asked(tmp_path, capsys):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    from smoothlearn.__main__ import main
+    from smoothlearn.datasets import load_dataset
+
+    X, y = load_breast_cancer(return_X_y=True)
+    np.savez(tmp_path / "cancer.npz", X=X, y=y)
+    common = ["certify", "--data", str(tmp_path / "cancer.npz"), "--standardize"]
+    common += ["--sigma", "0.5", "--n", "1000", "--n-test", "30", "--max-epochs", "5"]
+    common += ["--hidden", "32", "-q", "--no-plot"]
+    assert main([*common, "--space", "model", "--out", str(tmp_path / "m")]) == 0
+    model_run = capsys.readouterr()
+    assert "standardize=1 space=model" in model_run.out
+    assert "largest radius certifiable" in model_run.out
+    assert "warning" not in model_run.err
+    assert main([*common, "--out", str(tmp_path / "i")]) == 0  # space input
+    input_run = capsys.readouterr()
+    assert "largest radius certifiable" not in input_run.out  # the scaler's too
+    assert "feature 19," in input_run.err and "--space model" in input_run.err
+    in_model = read_certificates_tsv(tmp_path / "m" / "certify_cohen.tsv")
+    in_input = read_certificates_tsv(tmp_path / "i" / "certify_cohen.tsv")
+    assert set(in_model.space) == {"model"} and set(in_input.space) == {"input"}
+    np.testing.assert_array_equal(in_model.label, in_input.label)
+    # the same model and draws: the input's radius is the model's times the
+    # smallest spread the scaler divides by (an isotropic region's preimage)
+    data = load_dataset(str(tmp_path / "cancer.npz"), random_state=0)
+    spread = StandardScaler().fit(data.X_train).scale_.min()
+    np.testing.assert_allclose(in_input.radius, in_model.radius * spread, rtol=1e-9)
+    assert in_model.radius.max() > 0.5
+    images = main(["certify", "--images", "--standardize", "--out", str(tmp_path)])
+    assert images == 2 and "--standardize is for flat" in capsys.readouterr().err

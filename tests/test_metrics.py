@@ -195,12 +195,49 @@ def test_plot_draws_the_step_curves(tmp_path):
     )
     x, y = display.lines_["a"].get_data()
     np.testing.assert_allclose(x, [0.0, 0.5, 1.2])
-    np.testing.assert_allclose(y, [0.6, 0.6, 0.2])
-    assert display.ax_.get_xlabel() == "radius"
+    np.testing.assert_allclose(y, [60.0, 60.0, 20.0])  # percent, as the table
+    assert display.ax_.get_xlabel() == "l2 radius"
+    assert display.ax_.get_ylabel() == "certified accuracy (%)"
+    assert display.max_radius_line_ is None
     display.figure_.savefig(tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 1000
     proxy = CertifiedAccuracyDisplay.from_certificates(Y, _fixed(), proxy=True)
     assert proxy.ax_.get_xlabel() == "proxy radius"
+
+
+def test_plot_has_the_caption_and_marks_the_largest_certifiable_radius():
+    from smoothlearn.bounds import largest_certifiable_radius
+
+    r_max = largest_certifiable_radius("gaussian", 0.25, 100_000, 0.001)
+    caption = "digits, gaussian sigma=0.25, n=100000, alpha=0.001, l2 norm"
+    display = CertifiedAccuracyDisplay.from_certificates(
+        Y, {"a": _fixed()}, caption=caption, max_radius=r_max
+    )
+    assert display.ax_.get_title() == caption
+    x, _ = display.max_radius_line_.get_data()
+    np.testing.assert_allclose(x, [r_max, r_max])
+    assert f"{r_max:.3g}" in display.max_radius_line_.get_label()
+    table = certified_accuracy_table(Y, {"a": _fixed()}, [0.0, 0.5, 1.2])
+    _, y = display.lines_["a"].get_data()
+    assert [f"{v:.1f}" for v in y] == table.splitlines()[1].split()[1:4]
+
+
+def test_largest_certifiable_radius_is_the_bound_of_n_agreeing_draws():
+    import mpmath
+
+    from smoothlearn.bounds import largest_certifiable_radius
+
+    settings = [(100_000, 0.001, 0.25), (10_000, 0.01, 0.5), (500, 0.05, 1)]
+    for n, alpha, sigma in settings:
+        with mpmath.workdps(40):
+            p = mpmath.mpf(alpha) ** (mpmath.mpf(1) / n)  # all n draws agree
+            gaussian = sigma * mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)
+            uniform = sigma * mpmath.sqrt(3) * (2 * p - 1)
+        for family, exact in (("gaussian", gaussian), ("uniform", uniform)):
+            got = largest_certifiable_radius(family, sigma, n, alpha)
+            assert got == pytest.approx(float(exact), rel=1e-9)
+    # the figure: R=1 cannot be certified at sigma 0.25, n 1e5, alpha 1e-3
+    assert 0.95 < largest_certifiable_radius("gaussian", 0.25, 100_000, 0.001) < 0.96
 
 
 def test_scorers_in_grid_search_and_cross_validate(digits):

@@ -273,7 +273,7 @@ def test_a_step_that_is_not_affine_leaves_the_classifier_space_and_warns():
         with pytest.warns(ClassifierSpaceWarning, match=type(step).__name__) as record:
             cert = certify_estimator(pipe, X[:5])
         assert len(record) == 1
-        assert cert.space == "classifier" and cert.input_map is None
+        assert cert.space == "model" and cert.input_map is None
         assert affine_map(pipe[0]) is None
 
 
@@ -438,11 +438,127 @@ def test_the_display_reads_radii_in_the_certificates_units():
     cert = certify_estimator(pipe, X[:20])
     radii, _ = display.curves["cohen"]
     assert radii.max() == pytest.approx(cert.radius.max())
-    assert display.ax_.get_xlabel() == "radius"
+    assert display.ax_.get_xlabel() == "l2 radius"
     odd = sklearn_make_pipeline(
         FunctionTransformer(np.tanh), fast_classifier(max_epochs=5)
     )
     odd.fit(X, y)
     with pytest.warns(ClassifierSpaceWarning):
         display = CertifiedAccuracyDisplay.from_estimator(odd, X[:10], y[:10])
-    assert "classifier" in display.ax_.get_xlabel()
+    assert "model" in display.ax_.get_xlabel()
+
+
+# --------------------------------------------- the space of the certificates
+def _breast_cancer_pipeline():
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    pipe = make_pipeline(StandardScaler(), fast_classifier(sigma=0.5, max_epochs=20))
+    return pipe.fit(X[:300], y[:300]), X[300:340], y[300:340]
+
+
+def test_model_space_is_exactly_the_final_steps_certificates_of_the_transform():
+    pipe, X, _ = _breast_cancer_pipeline()
+    in_model = pipe.certify(X, space="model")
+    own = pipe[-1].certify(pipe[:-1].transform(X))
+    assert in_model.space == "model" and in_model.input_map is None
+    np.testing.assert_array_equal(in_model.label, own.label)
+    np.testing.assert_array_equal(in_model.p_lower, own.p_lower)
+    np.testing.assert_array_equal(in_model.radius, own.radius)
+    np.testing.assert_array_equal(in_model.proxy_radius, own.proxy_radius)
+    assert np.median(in_model.radius[in_model.radius > 0]) > 0.1  # a readable size
+    # the same through certify_estimator and a fitted search's best estimator
+    again = certify_estimator(pipe, X, space="model")
+    np.testing.assert_array_equal(again.radius, own.radius)
+
+
+def test_input_space_warns_naming_the_feature_that_shrinks_the_radius():
+    from smoothlearn.pipeline import InputUnitsWarning
+
+    pipe, X, _ = _breast_cancer_pipeline()
+    with pytest.warns(InputUnitsWarning) as record:
+        in_input = pipe.certify(X)
+    in_model = pipe.certify(X, space="model")
+    # the feature the scaler stretches most, the one that sets an isotropic
+    # region's radius in the input's units
+    smallest_spread = int(np.argmin(pipe[0].scale_))
+    message = str(record[0].message)
+    assert f"feature {smallest_spread}," in message and "space='model'" in message
+    certified = in_model.radius > 0
+    # exact for an isotropic smoothing: the radius divides by the largest 1/scale
+    np.testing.assert_allclose(
+        in_input.radius[certified],
+        in_model.radius[certified] * pipe[0].scale_.min(),
+        rtol=1e-12,
+    )
+
+
+def test_no_units_warning_where_the_input_units_keep_the_radius():
+    import warnings
+
+    from smoothlearn.pipeline import InputUnitsWarning
+
+    X = _raw_data(200)
+    pipe = make_pipeline(
+        MinMaxScaler(feature_range=(0, 5)), fast_classifier(max_epochs=10)
+    )
+    pipe.fit(X[:, :1], (X[:, 0] > 5).astype(int))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputUnitsWarning)
+        pipe.certify(X[:20, :1])
+
+
+def test_scorers_certify_in_the_space_asked_and_never_share_across_spaces():
+    from sklearn.metrics._scorer import _MultimetricScorer
+
+    pipe, X, y = _breast_cancer_pipeline()
+    in_model = pipe.certify(X, space="model")
+    with pytest.warns(Warning):
+        in_input = pipe.certify(X)
+    scorers = {
+        "model": acr_scorer(space="model"),
+        "input": acr_scorer(),
+        "ca_model": certified_accuracy_scorer(0.5, sequential=False, space="model"),
+    }
+    with pytest.warns(Warning):
+        scores = _MultimetricScorer(scorers=scorers)(pipe, X, y)
+    assert scores["model"] == average_certified_radius(y, in_model)
+    assert scores["input"] == average_certified_radius(y, in_input)
+    assert scores["model"] > 10 * scores["input"]
+    pytest.importorskip("matplotlib")
+    display = CertifiedAccuracyDisplay.from_estimator(pipe, X, y, space="model")
+    assert display.ax_.get_xlabel() == "l2 radius (in the model's space)"
+    assert display.curves["cohen"][0].max() == in_model.radius.max()
+    sequential = certified_accuracy_scorer(0.5, space="model")
+    assert repr(sequential) == "certified_accuracy_scorer(radius=0.5, space='model')"
+    decided = certify_estimator(pipe, X, radius=0.5, space="model")
+    own = pipe[-1].certify(pipe[:-1].transform(X), radius=0.5)
+    np.testing.assert_array_equal(decided.radius, own.radius)
+    assert sequential(pipe, X, y) == np.mean((own.label == y) & (own.radius >= 0.5))
+
+
+@pytest.mark.parametrize("space", ["classifier", "Model", None, 1])
+def test_a_space_of_neither_kind_is_refused_before_any_work(space):
+    pipe, X, _ = _breast_cancer_pipeline()
+    with pytest.raises(ValueError, match="space must be 'input' or 'model'"):
+        certify_estimator(pipe, X, space=space)
+    with pytest.raises(ValueError):
+        acr_scorer(space=space)
+
+
+def test_the_model_spaces_earlier_name_is_read_as_model():
+    import pickle
+
+    from smoothlearn.metrics import CertificateLog
+
+    pipe, X, _ = _breast_cancer_pipeline()
+    cert = pipe.certify(X[:3], space="model")
+    assert cert._replace(space="classifier").space == "model"
+    state = cert.__dict__.copy()
+    state["space"] = "classifier"  # as an earlier version pickled it
+    old = pickle.loads(pickle.dumps(cert))
+    old.__setstate__(state)
+    assert old.space == "model"
+    log = CertificateLog([0], [1], [1], [False], [1.0], [1.0], [True], [0.1], ["cohen"],
+                         space=["classifier"])  # fmt: skip
+    assert log.space.tolist() == ["model"]

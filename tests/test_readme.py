@@ -1,8 +1,22 @@
-"""The README's set-up commands stay true."""
+"""The README stays true: its set-up commands, and every Python block runs as
+written, in order, printing the output the README shows beside it."""
 
+import contextlib
+import io
+import re
+import warnings
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Printed numbers depend on float reduction order (thread count, machine):
+#: each must lie within this of the README's (the README says so).
+TOLERANCE = 0.03
+
+_BLOCK = re.compile(r"```(\w+)\n(.*?)\n```", re.DOTALL)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?")
 
 
 def _readme_commands():
@@ -16,3 +30,143 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert "smoothlearn" in main_job and "pytest" in test_command
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci
+
+
+def readme_python_blocks(text=None):
+    """``(code, shown_output)`` for each Python block of the README, in order:
+    the output is the ``text`` block right after it (None where none is)."""
+    text = (ROOT / "README.md").read_text() if text is None else text
+    matches = list(_BLOCK.finditer(text))
+    out = []
+    for i, match in enumerate(matches):
+        if match.group(1) != "python":
+            continue
+        shown = None
+        if i + 1 < len(matches):
+            after = matches[i + 1]
+            between = text[match.end() : after.start()]
+            if after.group(1) == "text" and not between.strip():
+                shown = after.group(2)
+        out.append((match.group(2), shown))
+    return out
+
+
+def _tokens(output):
+    """Numbers as floats, everything else as words, whitespace dropped."""
+    tokens = []
+    for part in re.split(rf"({_NUMBER.pattern})", output):
+        if _NUMBER.fullmatch(part):
+            tokens.append(float(part))
+        else:
+            tokens.extend(part.split())
+    return tokens
+
+
+def outputs_agree(printed, shown, tolerance=TOLERANCE):
+    """Whether ``printed`` reads as ``shown``: the same words in the same
+    order, and each number within ``tolerance`` of the one shown."""
+    a, b = _tokens(printed), _tokens(shown)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, float) != isinstance(y, float):
+            return False
+        if isinstance(x, float) and not abs(x - y) <= tolerance:
+            return False
+        if not isinstance(x, float) and x != y:
+            return False
+    return True
+
+
+def test_the_comparison_reads_numbers_within_the_tolerance_only():
+    assert outputs_agree(
+        "[2 8 2] [0.74 0.48]\nACR: 0.5", "[2 8 2] [0.75 0.46]\nACR: 0.52"
+    )
+    assert not outputs_agree("ACR: 0.5", "ACR: 0.6")
+    assert not outputs_agree("ACR: 0.5", "AC R: 0.5")
+    assert not outputs_agree("[0.74 0.48]", "[0.74 0.48 0.8]")
+    assert not outputs_agree("input [0.1]", "model [0.1]")
+
+
+def test_every_readme_python_block_runs_and_prints_what_the_readme_shows():
+    blocks = readme_python_blocks()
+    assert len(blocks) >= 4
+    assert all(shown is not None for _, shown in blocks), "a block without output"
+    namespace = {"__name__": "__readme__"}
+    for number, (code, shown) in enumerate(blocks, 1):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the README says which warn
+            exec(compile(code, f"README.md python block {number}", "exec"), namespace)
+        assert outputs_agree(printed.getvalue(), shown), (
+            f"README python block {number} printed\n{printed.getvalue()}\n"
+            f"where the README shows\n{shown}"
+        )
+
+
+def test_the_units_warning_the_readme_quotes_is_given():
+    from smoothlearn.pipeline import InputUnitsWarning
+
+    text = (ROOT / "README.md").read_text()
+    assert "InputUnitsWarning" in text
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    from smoothlearn import SmoothedClassifier
+    from smoothlearn.pipeline import make_pipeline
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X_train, X_test, y_train, _ = train_test_split(X, y, random_state=0)
+    pipe = make_pipeline(
+        StandardScaler(), SmoothedClassifier(sigma=0.5, n=500, max_epochs=5)
+    ).fit(X_train, y_train)
+    with pytest.warns(InputUnitsWarning, match="feature 19,"):
+        pipe.certify(X_test[:10])
+
+
+if __name__ == "__main__":  # print what each block prints, to update the README
+    for code, _ in readme_python_blocks():
+        exec(compile(code, "README.md", "exec"), globals())
+        print("-" * 40)
+
+
+def _figures(text):
+    """The numbers of ``text`` as written (``81.8%``, ``3.3x``, ``0.480``)."""
+    return re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|x)?", text)
+
+
+def _quotes(figure, numbers):
+    """Whether ``figure`` rounds one of ``numbers`` at its own precision
+    (a percentage also as a share: ``81.8%`` quotes ``.818``)."""
+    plain = figure.rstrip("%x").replace(",", "")
+    places = len(plain.split(".")[1]) if "." in plain else 0
+    wanted = [(float(plain), places)]
+    if figure.endswith("%"):
+        wanted.append((float(plain) / 100, places + 2))
+    return any(
+        abs(x - value) <= 0.5 * 10.0**-digits + 1e-12
+        for value, digits in wanted
+        for x in numbers
+    )
+
+
+def test_the_readmes_strategy_figures_are_the_benchmarks_pages():
+    text = (ROOT / "README.md").read_text()
+    which = text[text.index("## Which strategy when") :]
+    which = which[: which.index("\n## ", 1)]
+    start = re.search(r"On\s+Fashion-MNIST \(the built-in CNN trained clean", text)
+    denoised = text[start.start() :]
+    denoised = denoised[: denoised.index("\n\n")]
+    page = (ROOT / "docs" / "benchmarks.rst").read_text()
+    numbers = [
+        float(t.replace(",", ""))
+        for t in re.findall(r"(?<![\w])\.?\d[\d,]*(?:\.\d+)?", page)
+    ]
+    quoted = _figures(which) + _figures(denoised)
+    assert len(quoted) > 30
+    missing = [f for f in quoted if not _quotes(f, numbers)]
+    assert not missing, f"README figures not on the Benchmarks page: {missing}"
+    # and the check can fail: the figures this page disagreed with before
+    assert not _quotes("83.2%", [0.818, 0.693]) and _quotes("81.8%", [0.818])

@@ -320,3 +320,26 @@ def test_the_network_view_is_built_once_and_follows_the_weights():
     assert certification_network(clf.net_, clf.input_shape_, 2) is not first
     after = clf.predict(np.array([[2.0, 0.0, 0.0]], dtype=np.float32))
     assert before.tolist() == [1] and after.tolist() == [0]
+
+
+def test_a_parameter_of_another_strategy_names_the_strategies_it_belongs_to():
+    clf = SmoothedClassifier(strategy="cohen", max_epochs=1)
+    with pytest.raises(ValueError) as raised:
+        clf.set_params(strategy__kappa=2.0)
+    message = str(raised.value)
+    assert "Invalid parameter 'kappa' for strategy='cohen'" in message
+    assert "strategy='ancer'" in message and "strategy='rancer'" in message
+    assert "strategy='cohen'" not in message.split("belongs to")[1]
+    assert clf.strategy == "cohen"  # nothing set
+    with pytest.raises(ValueError, match="it belongs to strategy='rancer', "):
+        clf.set_params(strategy__rank=3)
+    with pytest.raises(ValueError, match="did you mean 'kappa'"):
+        clf.set_params(strategy="ancer", strategy__kapa=1.0)
+    with pytest.raises(ValueError, match="training='macer'"):
+        clf.set_params(training__beta=1.0)
+    # given to the constructor, the same message before any training
+    X = np.zeros((4, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match="it belongs to strategy='ancer'"):
+        SmoothedClassifier(strategy="cohen", strategy__kappa=2.0).fit(X, [0, 1, 0, 1])
+    with pytest.raises(TypeError, match="strategy=ANCER"):
+        SmoothedClassifier(strategy="ancer", strategy__kappa=2.0).fit(X, [0, 1, 0, 1])

@@ -1,6 +1,7 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
 import copy
+import difflib
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -192,10 +193,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Where the network runs (e.g. ``'cuda'``), as in skorch.
 
     verbose : int, default=0
-        Passed to skorch (training log); from 1, ``certify``, ``predict``,
-        ``predict_proba`` and ``noise_parameters`` show a progress bar over
-        inputs, and ``certify`` another over the memory step of data-dependent
-        strategies.
+        Passed to skorch (training log: one line per epoch); from 1,
+        ``certify``, ``predict``, ``predict_proba``, ``score`` and
+        ``noise_parameters`` show a progress bar over inputs with the time
+        remaining, and ``certify`` another over the memory step of
+        data-dependent strategies. Without ``n_jobs`` workers the bar moves
+        with each forward pass of noise draws, so its estimate of the time
+        left comes from the first inputs; on workers it moves per block of
+        64 inputs. A data-dependent strategy's optimisation of a block's
+        noise runs before its draws are counted (the bar waits meanwhile).
 
     max_epochs : int, default=20
         Training epochs. 0 leaves the module's weights as given.
@@ -391,6 +397,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _check_network_params(self):
         for name in self._network_param_names:
+            for nested in ("strategy", "training"):
+                if name.startswith(f"{nested}__"):
+                    key = name[len(nested) + 2 :]
+                    _check_nested_params(nested, getattr(self, nested), {key: None})
+                    raise TypeError(
+                        f"SmoothedClassifier got {name!r} as a constructor argument; "
+                        f"a {nested}'s parameters go on its object "
+                        f"({nested}=ANCER(kappa=2.0), say) or through "
+                        f"set_params({name}=...), as in a grid search."
+                    )
             if not is_network_param(name):
                 raise TypeError(
                     f"SmoothedClassifier got an unexpected parameter {name!r}; "
@@ -412,7 +428,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         ``ANCER()``) and sets ``kappa`` on it, so ``GridSearchCV(clf,
         {"strategy__kappa": [1, 2]})`` and, through a pipeline,
         ``smoothedclassifier__strategy__kappa`` work. Invalid parameters raise
-        before anything is set.
+        before anything is set; a parameter of another strategy (or training)
+        than the one set names those it belongs to.
         """
         for name, resolve in (("strategy", get_strategy), ("training", get_training)):
             prefix = f"{name}__"
@@ -420,6 +437,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)
             }
             current = params.get(name, getattr(self, name))
+            if nested:
+                _check_nested_params(name, current, nested)
             if nested and isinstance(current, str):
                 # a fresh object of the name's defaults (its set_params checks
                 # the names), then the nested values on it
@@ -683,7 +702,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             radius=radius,
         )
 
-    def _run_blocks(self, work, X_flat, key, checkpoint=None):
+    def _run_blocks(self, work, X_flat, key, checkpoint=None, draws_per_input=None):
         return run_blocks(
             work,
             X_flat,
@@ -691,6 +710,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             verbose=self.verbose,
             checkpoint=checkpoint,
+            draws_per_input=draws_per_input,
         )
 
     def certify(self, X, *, radius=None, checkpoint=None):
@@ -761,7 +781,11 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             log = CheckpointLog(checkpoint, fingerprint)
         result = BlockResult.concatenate(
             self._run_blocks(
-                task.certify, X_flat, bank_key(self.random_state), checkpoint=log
+                task.certify,
+                X_flat,
+                bank_key(self.random_state),
+                checkpoint=log,
+                draws_per_input=self.n0 + self.n,
             )
         )
         certificates = Certificates(
@@ -830,7 +854,10 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         X_flat = self._validate_X(X)
         task = self._task(self._certification_strategy())
         counts = self._run_blocks(
-            task.estimation_counts, X_flat, bank_key(self.random_state)
+            task.estimation_counts,
+            X_flat,
+            bank_key(self.random_state),
+            draws_per_input=self.n,
         )
         return np.concatenate(counts)
 
@@ -876,6 +903,13 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         two-sided binomial test of the top two counts rejects a tie at level
         ``alpha``; otherwise ``abstain_label``.
 
+        Cost: ``n`` forward passes of the base network per input (100,000 by
+        default: about what :meth:`certify` costs, not one forward pass like
+        an ordinary classifier's ``predict``); a data-dependent strategy adds
+        its optimisation and ``n0`` draws, as :meth:`certify`. For a quick
+        look at many inputs, ``set_params(n=1000)`` first (more abstentions
+        at the same ``alpha``); ``verbose=1`` shows the time left.
+
         For a data-dependent strategy, predict is the memory-based decision
         (one procedure for certification and inference, ANCER section 6): the
         label of :meth:`certify`, which also remembers each answer in
@@ -910,8 +944,77 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
+
+        Notes
+        -----
+        Cost: ``n`` forward passes per input, as :meth:`predict`.
         """
         return self._estimation_counts(X) / float(self.n)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of the smoothed prediction (:meth:`predict`) on ``X``.
+
+        Abstentions count as wrong. Cost: a full noise sampling of every
+        input, ``n`` forward passes each (:meth:`predict`), so scoring 100
+        digits at the default ``n = 100,000`` takes about a minute on two CPU
+        cores; ``verbose=1`` shows the time left. For model selection on
+        certified quantities use the certificate scorers of
+        :mod:`smoothlearn.metrics`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return super().score(X, y, sample_weight=sample_weight)
+
+
+def _check_nested_params(name, current, nested):
+    """A ValueError naming the strategies (or trainings) a nested parameter
+    belongs to, where ``current`` has no such parameter: ``strategy__kappa``
+    with ``strategy='cohen'`` says that ``kappa`` is ANCER's and RANCER's."""
+    registry = STRATEGIES if name == "strategy" else TRAININGS
+    resolve = get_strategy if name == "strategy" else get_training
+    try:
+        target = resolve(current)
+        valid = set(target.get_params(deep=False))
+    except (ValueError, TypeError, AttributeError):
+        return  # an unknown name or object: the usual validation says so
+    for key in nested:
+        param = key.split("__")[0]
+        if param in valid:
+            continue
+        owners = sorted(
+            {
+                option
+                for option, cls in registry.items()
+                if param in cls().get_params(deep=False)
+                and getattr(cls(), "name", option) == option  # no aliases
+            }
+        )
+        shown = f"{name}={current!r}" if isinstance(current, str) else repr(target)
+        takes = ", ".join(sorted(valid)) if valid else "none"
+        if owners:
+            where = "it belongs to " + ", ".join(f"{name}={o!r}" for o in owners)
+            fix = (
+                f"; set {name}={owners[0]!r} with it, e.g. set_params({name}="
+                f"{owners[0]!r}, {name}__{key}=...), or in a grid "
+                f"{{'{name}': [{owners[0]!r}], '{name}__{key}': [...]}}"
+            )
+        else:
+            close = difflib.get_close_matches(param, sorted(valid), n=1)
+            where = f"did you mean {close[0]!r}" if close else ""
+            where = where or f"no {name} smoothlearn knows takes it"
+            fix = ""
+        raise ValueError(
+            f"Invalid parameter {param!r} for {shown} ({name}__{key}; its "
+            f"parameters: {takes}): {where}{fix}."
+        )
 
 
 def _flatten_images(X):

@@ -7,7 +7,8 @@ the true label, ``predict`` the smoothed prediction, ``time`` a
 estimation draws behind the input's bound, -1 where unknown; ``smoothing``:
 the smoothing written whole, strategy with its parameters, noise family and
 sigma, as ``Certificates.smoothing``; ``space``: the units of the radii,
-``input`` or ``classifier``, as ``Certificates.space``). Floats are written with
+``input`` or ``model``, as ``Certificates.space``; ``classifier``, the
+model's space's earlier name, is read as ``model``). Floats are written with
 ``repr`` so a log reads back exactly.
 """
 
@@ -50,7 +51,7 @@ class CertificateLog:
     smoothing : ndarray of str
         The smoothing of each row written whole ('' where the log does not say).
     space : ndarray of str
-        The units of each row's radii, ``'input'`` or ``'classifier'``
+        The units of each row's radii, ``'input'`` or ``'model'``
         (``'input'`` where the log does not say).
     """
 
@@ -86,9 +87,11 @@ class CertificateLog:
         self.smoothing = np.asarray(
             [""] * len(self.idx) if smoothing is None else smoothing, dtype=str
         )
-        self.space = np.asarray(
+        space = np.asarray(
             ["input"] * len(self.idx) if space is None else space, dtype=str
         )
+        # the model's space's earlier name
+        self.space = np.where(space == "classifier", "model", space)
 
     def __len__(self):
         return len(self.idx)

@@ -79,20 +79,46 @@ def certified_accuracy_table(y_true, certificates, radii=DEFAULT_RADII, *, proxy
     return "\n".join(lines)
 
 
-def certified_accuracy_caption(norm="l2", *, proxy=False):
+def certified_accuracy_caption(norm="l2", *, proxy=False, max_radius=None):
     """The caption that says what :func:`certified_accuracy_table` shows.
+
+    Parameters
+    ----------
+    norm : {'l2', 'l1'}, default='l2'
+    proxy : bool, default=False
+    max_radius : float, default=None
+        The largest radius certifiable at the run's settings
+        (:func:`smoothlearn.bounds.largest_certifiable_radius`): said, so that
+        a column beyond it reads as the settings' limit, not the model's.
+
+    Returns
+    -------
+    str
 
     Examples
     --------
     >>> print(certified_accuracy_caption("l2"))  # doctest: +NORMALIZE_WHITESPACE
     certified accuracy (%) at l2 radius R; ACR: average certified radius,
-    ACR~: average proxy radius (n-th root of the region's volume)
+    ACR~: average proxy radius (d-th root of the region's volume in d dimensions)
+    >>> print(certified_accuracy_caption("l2", max_radius=0.9529))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    certified accuracy (%) at l2 radius R; ACR: average certified radius,
+    ACR~: average proxy radius (d-th root of the region's volume in d dimensions);
+    largest radius certifiable at these settings: 0.953 (noise of scale sigma,
+    all n draws agreeing)
     """
     column = "proxy radius R~" if proxy else f"{norm} radius R"
-    return (
+    caption = (
         f"certified accuracy (%) at {column}; ACR: average certified radius, "
-        "ACR~: average proxy radius (n-th root of the region's volume)"
+        "ACR~: average proxy radius (d-th root of the region's volume in d "
+        "dimensions)"
     )
+    if max_radius is not None:
+        caption += (
+            f"; largest radius certifiable at these settings: {max_radius:.3g} "
+            "(noise of scale sigma, all n draws agreeing)"
+        )
+    return caption
 
 
 class CertifiedAccuracyDisplay:
@@ -102,31 +128,67 @@ class CertifiedAccuracyDisplay:
     scikit-learn's displays are built: :meth:`from_estimator` (certifies ``X``),
     :meth:`from_certificates` (certificates at hand) or
     :meth:`from_predictions` (labels and radii, e.g. read from a log); save it
-    with ``display.figure_.savefig(...)``.
+    with ``display.figure_.savefig(...)``. Certified accuracy is drawn in
+    percent, as :func:`certified_accuracy_table` prints it.
 
     Parameters
     ----------
     curves : dict of str to (radii, accuracy)
+        Accuracy as a fraction (as :func:`certified_accuracy_curve` gives it).
     proxy : bool
-    space : {'input', 'classifier'}, default='input'
+    space : {'input', 'model'}, default='input'
         The units of the radii (``Certificates.space``): the input's, or the
-        classifier's after preprocessing that is not a known affine map (the
-        axis says so).
+        model's (the axis says so).
+    norm : {'l2', 'l1'} or None, default=None
+        The radii's norm, named on the axis (``Certificates.norm``).
+    caption : str, default=None
+        The plot's title: what was certified and how (data, noise and sigma,
+        n, alpha, norm), as the command line writes it.
+    max_radius : float, default=None
+        The largest radius certifiable at these settings
+        (:func:`smoothlearn.bounds.largest_certifiable_radius`), marked by a
+        dashed line: no curve of noise at ``sigma`` goes beyond it.
 
     Attributes
     ----------
     ax_ : matplotlib Axes
     figure_ : matplotlib Figure
     lines_ : dict of str to matplotlib Line2D
+        The curves, in percent.
+    max_radius_line_ : matplotlib Line2D or None
+        The largest certifiable radius's dashed line (None without
+        ``max_radius``).
     """
 
-    def __init__(self, curves, *, proxy=False, space="input"):
+    def __init__(
+        self,
+        curves,
+        *,
+        proxy=False,
+        space="input",
+        norm=None,
+        caption=None,
+        max_radius=None,
+    ):
         self.curves = curves
         self.proxy = proxy
-        self.space = space
+        self.space = "model" if space == "classifier" else space  # its old name
+        self.norm = norm
+        self.caption = caption
+        self.max_radius = max_radius
 
     @classmethod
-    def from_certificates(cls, y_true, certificates, *, proxy=False, ax=None):
+    def from_certificates(
+        cls,
+        y_true,
+        certificates,
+        *,
+        proxy=False,
+        ax=None,
+        caption=None,
+        max_radius=None,
+        norm=None,
+    ):
         """Plot the step curves of one or several certificate sets.
 
         Parameters
@@ -137,6 +199,13 @@ class CertifiedAccuracyDisplay:
             Against proxy radius (ANCER's anisotropic certified accuracy, UCAN's
             ALM) instead of radius.
         ax : matplotlib Axes, default=None
+        caption : str, default=None
+            The plot's title (data, noise, sigma, n, alpha, norm).
+        max_radius : float, default=None
+            The largest certifiable radius, marked.
+        norm : {'l2', 'l1'}, default=None
+            The radii's norm; None takes the certificates' own
+            (``Certificates.norm``) where they have one.
 
         Returns
         -------
@@ -153,16 +222,29 @@ class CertifiedAccuracyDisplay:
             for cert in certificates.values()
             for space in np.atleast_1d(getattr(cert, "space", "input"))
         }
+        spaces = {"model" if s == "classifier" else s for s in spaces}
         if len(spaces) > 1:
             raise ValueError(
-                "certificates in the input's units and in the classifier's space "
+                "certificates in the input's units and in the model's space "
                 "cannot share one axis"
             )
         space = spaces.pop() if spaces else "input"
-        return cls(curves, proxy=proxy, space=space).plot(ax=ax)
+        if norm is None:
+            norms = {getattr(c, "norm", None) for c in certificates.values()}
+            norm = norms.pop() if len(norms) == 1 else None
+        return cls(
+            curves,
+            proxy=proxy,
+            space=space,
+            norm=norm,
+            caption=caption,
+            max_radius=max_radius,
+        ).plot(ax=ax)
 
     @classmethod
-    def from_estimator(cls, estimator, X, y, *, name=None, proxy=False, ax=None):
+    def from_estimator(
+        cls, estimator, X, y, *, name=None, proxy=False, ax=None, space="input"
+    ):
         """Certify ``X`` with a fitted estimator (or several) and plot the curves.
 
         Parameters
@@ -178,6 +260,8 @@ class CertifiedAccuracyDisplay:
             default).
         proxy : bool, default=False
         ax : matplotlib Axes, default=None
+        space : {'input', 'model'}, default='input'
+            The radii's units (:func:`~smoothlearn.pipeline.certify_estimator`).
 
         Returns
         -------
@@ -185,10 +269,11 @@ class CertifiedAccuracyDisplay:
         """
         if isinstance(estimator, dict):
             certificates = {
-                key: certify_estimator(est, X) for key, est in estimator.items()
+                key: certify_estimator(est, X, space=space)
+                for key, est in estimator.items()
             }
         else:
-            certified = certify_estimator(estimator, X)
+            certified = certify_estimator(estimator, X, space=space)
             certificates = {name or certified.strategy or "certificates": certified}
         return cls.from_certificates(y, certificates, proxy=proxy, ax=ax)
 
@@ -237,15 +322,30 @@ class CertifiedAccuracyDisplay:
         if ax is None:
             _, ax = plt.subplots()
         self.lines_ = {}
+        self.max_radius_line_ = None
         for name, (radii, acc) in self.curves.items():
-            (self.lines_[name],) = ax.step(radii, acc, where="post", label=str(name))
+            (self.lines_[name],) = ax.step(
+                radii, 100.0 * np.asarray(acc), where="post", label=str(name)
+            )
+        if self.max_radius is not None:
+            self.max_radius_line_ = ax.axvline(
+                self.max_radius,
+                color="0.4",
+                linestyle="--",
+                linewidth=1,
+                label=f"largest certifiable radius {self.max_radius:.3g}",
+            )
         label = "proxy radius" if self.proxy else "radius"
-        if self.space == "classifier":
-            label += " (in the classifier's space)"
+        if self.norm and not self.proxy:
+            label = f"{self.norm} {label}"
+        if self.space == "model":
+            label += " (in the model's space)"
         ax.set_xlabel(label)
-        ax.set_ylabel("certified accuracy")
-        ax.set_ylim(0, 1.02)
+        ax.set_ylabel("certified accuracy (%)")
+        ax.set_ylim(0, 102)
         ax.set_xlim(left=0)
+        if self.caption:
+            ax.set_title(self.caption, fontsize="small")
         ax.legend()
         self.ax_ = ax
         self.figure_ = ax.figure

@@ -3,7 +3,8 @@
 A scorer certifies ``X`` with the estimator of the current fold through
 :func:`smoothlearn.pipeline.certify_estimator` (a smoothed classifier, a
 pipeline ending in one, a fitted search over either; radii in the units of
-``X`` behind known affine steps) and applies one metric to the certificates.
+``X`` behind known affine steps, or with ``space='model'`` in the units the
+smoothed classifier sees) and applies one metric to the certificates.
 The scorers are scikit-learn scorers (``_BaseScorer``): in a multimetric
 ``scoring`` dict scikit-learn hands every scorer the response of one call per
 (estimator, X), so three certificate scorers cost one certification. Nothing
@@ -21,8 +22,8 @@ from sklearn.base import BaseEstimator
 # method_caller for, per estimator and X)
 from sklearn.metrics._scorer import _BaseScorer
 
-from ..pipeline import certify_estimator
-from ..utils._sklearn_compat import Interval, validate_params
+from ..pipeline import SPACES, certify_estimator
+from ..utils._sklearn_compat import Interval, StrOptions, validate_params
 from ._certified import average_certified_radius, certified_accuracy
 
 __all__ = [
@@ -39,13 +40,24 @@ __all__ = [
 
 class _Certifying(BaseEstimator):
     """``estimator`` seen through :func:`certify_estimator`: its ``certify``
-    is the response scikit-learn's scorers ask for (and share in a dict)."""
+    (input space) and ``certify_model`` (model space) are the responses
+    scikit-learn's scorers ask for; a scoring dict caches each by its name,
+    so scorers of one space share one certification and never another's."""
 
     def __init__(self, estimator):
         self.estimator = estimator
 
     def certify(self, X):
         return certify_estimator(self.estimator, X)
+
+    def certify_model(self, X):
+        return certify_estimator(self.estimator, X, space="model")
+
+
+def _check_space(space):
+    if not (isinstance(space, str) and space in SPACES):
+        raise ValueError(f"space must be 'input' or 'model'; got {space!r}.")
+    return space
 
 
 class CertificateMetricScorer(_BaseScorer):
@@ -60,37 +72,45 @@ class CertificateMetricScorer(_BaseScorer):
         ``metric(y_true, certificates, **kwargs) -> float``, greater is better.
     kwargs : dict
         Passed to ``metric``.
+    space : {'input', 'model'}, default='input'
+        The certificates' units (:func:`certify_estimator`).
     """
 
-    def __init__(self, metric, kwargs):
+    def __init__(self, metric, kwargs, space="input"):
         # scikit-learn's multimetric scorer counts each scorer's response
         # method on the estimator to decide whether to cache: 'predict' is
         # one every classifier and pipeline has; the certificates themselves
-        # are cached under 'certify' (_score)
+        # are cached under 'certify' or 'certify_model' (_score)
         super().__init__(metric, sign=1, kwargs=kwargs, response_method="predict")
+        self.space = _check_space(space)
 
     def _score(self, method_caller, estimator, X, y_true, **kwargs):
-        certificates = method_caller(_Certifying(estimator), "certify", X)
+        method = "certify" if self.space == "input" else "certify_model"
+        certificates = method_caller(_Certifying(estimator), method, X)
         return self._score_func(y_true, certificates, **{**self._kwargs, **kwargs})
 
     def __repr__(self):
         kwargs = "".join(f", {k}={v!r}" for k, v in self._kwargs.items())
-        return f"make_certificate_scorer({self._score_func.__name__}{kwargs})"
+        space = "" if self.space == "input" else f", space={self.space!r}"
+        return f"make_certificate_scorer({self._score_func.__name__}{kwargs}{space})"
 
 
-def make_certificate_scorer(metric, **kwargs):
+def make_certificate_scorer(metric, *, space="input", **kwargs):
     """A scikit-learn scorer of a metric of certificates.
 
     ``scorer(estimator, X, y)`` is ``metric(y, certify_estimator(estimator,
-    X), **kwargs)``: ``estimator`` may be a smoothed classifier, a pipeline
+    X, space=space), **kwargs)``: ``estimator`` may be a smoothed classifier, a pipeline
     ending in one or a fitted search (:func:`smoothlearn.pipeline.certify_estimator`).
-    Scorers made here share one certification per (estimator, X) when they
-    stand together in a ``scoring`` dict.
+    Scorers made here share one certification per (estimator, X, space) when
+    they stand together in a ``scoring`` dict.
 
     Parameters
     ----------
     metric : callable
         ``metric(y_true, certificates, **kwargs) -> float``, greater is better.
+    space : {'input', 'model'}, default='input'
+        The certificates' units: ``X``'s, or the space the smoothed
+        classifier sees after the pipeline's steps (:func:`certify_estimator`).
     **kwargs
         Passed to ``metric``.
 
@@ -105,7 +125,7 @@ def make_certificate_scorer(metric, **kwargs):
     >>> make_certificate_scorer(certified_accuracy, radius=0.5)
     make_certificate_scorer(certified_accuracy, radius=0.5)
     """
-    return CertificateMetricScorer(metric, kwargs)
+    return CertificateMetricScorer(metric, kwargs, space=space)
 
 
 def CertificateScorer(metric, **kwargs):  # noqa: N802 (the old class's name)
@@ -139,17 +159,23 @@ class SequentialCertifiedAccuracy:
     Parameters
     ----------
     radius : float
+    space : {'input', 'model'}, default='input'
+        The units of ``radius`` and the certificates (:func:`certify_estimator`).
     """
 
-    def __init__(self, radius):
+    def __init__(self, radius, space="input"):
         self.radius = radius
+        self.space = _check_space(space)
 
     def __call__(self, estimator, X, y_true):
-        certificates = certify_estimator(estimator, X, radius=self.radius)
+        certificates = certify_estimator(
+            estimator, X, radius=self.radius, space=self.space
+        )
         return certified_accuracy(y_true, certificates, self.radius)
 
     def __repr__(self):
-        return f"certified_accuracy_scorer(radius={self.radius!r})"
+        space = "" if self.space == "input" else f", space={self.space!r}"
+        return f"certified_accuracy_scorer(radius={self.radius!r}{space})"
 
 
 @validate_params(
@@ -157,10 +183,13 @@ class SequentialCertifiedAccuracy:
         "radius": [Interval(Real, 0, None, closed="left")],
         "proxy": ["boolean"],
         "sequential": ["boolean"],
+        "space": [StrOptions(set(SPACES))],
     },
     prefer_skip_nested_validation=True,
 )
-def certified_accuracy_scorer(radius=0.0, *, proxy=False, sequential=True):
+def certified_accuracy_scorer(
+    radius=0.0, *, proxy=False, sequential=True, space="input"
+):
     """Scorer of certified accuracy at ``radius`` (by proxy radius if ``proxy``).
 
     Parameters
@@ -176,6 +205,10 @@ def certified_accuracy_scorer(radius=0.0, *, proxy=False, sequential=True):
         guarantee (:class:`SequentialCertifiedAccuracy`). False certifies in
         full and thresholds, sharing that certification with the other
         certificate scorers of a scoring dict.
+    space : {'input', 'model'}, default='input'
+        The units of ``radius``: those of ``X``, or those the smoothed
+        classifier sees after the pipeline's steps (standardised units behind
+        a ``StandardScaler``; :func:`~smoothlearn.pipeline.certify_estimator`).
 
     Returns
     -------
@@ -189,14 +222,30 @@ def certified_accuracy_scorer(radius=0.0, *, proxy=False, sequential=True):
     make_certificate_scorer(certified_accuracy, radius=0.5, proxy=False)
     """
     if sequential and not proxy:
-        return SequentialCertifiedAccuracy(float(radius))
-    return make_certificate_scorer(certified_accuracy, radius=radius, proxy=proxy)
+        return SequentialCertifiedAccuracy(float(radius), space=space)
+    return make_certificate_scorer(
+        certified_accuracy, space=space, radius=radius, proxy=proxy
+    )
 
 
-@validate_params({"proxy": ["boolean"]}, prefer_skip_nested_validation=True)
-def acr_scorer(*, proxy=False):
-    """Scorer of the average certified radius (ACR; AC R-tilde if ``proxy``)."""
-    return make_certificate_scorer(average_certified_radius, proxy=proxy)
+@validate_params(
+    {"proxy": ["boolean"], "space": [StrOptions(set(SPACES))]},
+    prefer_skip_nested_validation=True,
+)
+def acr_scorer(*, proxy=False, space="input"):
+    """Scorer of the average certified radius (ACR; AC R-tilde if ``proxy``).
+
+    Parameters
+    ----------
+    proxy : bool, default=False
+    space : {'input', 'model'}, default='input'
+        The units of the radii (:func:`~smoothlearn.pipeline.certify_estimator`).
+
+    Returns
+    -------
+    scorer : callable
+    """
+    return make_certificate_scorer(average_certified_radius, space=space, proxy=proxy)
 
 
 _REGISTRY = {
