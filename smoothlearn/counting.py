@@ -41,7 +41,9 @@ class _PlainResponse:
         return self.network.logits(noisy.reshape(-1, self.network.n_features))
 
 
-def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
+def count_classes(
+    network, X, scale, bank, n_draws, *, batch_size, first_row=0, grid=None
+):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
     Processing is chunk-major: one window of the bank (``min(n_draws,
@@ -65,6 +67,9 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
     first_row : int, default=0
         The first row of the bank used: a later call from ``first_row = a``
         extends counts of rows ``[0, a)`` without repeating them.
+    grid : smoothlearn.grid.Grid, default=None
+        Count on the grid instead (:func:`_count_on_grid`): ``bank`` then
+        holds raw 64-bit words and ``scale`` the values the tables are for.
 
     Returns
     -------
@@ -78,6 +83,11 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
     device, K = network.device, network.n_classes
     counts = torch.zeros((m, K), dtype=torch.int64, device=device)
     if m == 0 or n_draws == 0:
+        return counts.cpu().numpy()
+    if grid is not None:
+        _count_on_grid(
+            network, X, scale, bank, n_draws, counts, batch_size, first_row, grid
+        )
         return counts.cpu().numpy()
     if scale.kind == "diagonal" and scale.shared_parts() is None:
         # per-input diagonals share no structure, but a row whose values are
@@ -124,6 +134,81 @@ def count_classes(network, X, scale, bank, n_draws, *, batch_size, first_row=0):
                 pred = response.scores(i0, i1, z, shared).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, z.shape[0], K)
     return counts.cpu().numpy()
+
+
+def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, grid):
+    """:func:`count_classes` on the grid (:mod:`smoothlearn.grid`), into ``counts``.
+
+    Each input's noisy inputs are ``j + k`` in integers, ``k`` drawn from the
+    bank's words by the input's rounded tables; the network sees
+    :meth:`~smoothlearn.grid.Grid.inputs` of them and nothing else (no
+    first-layer reuse: ``L x + L (S z)`` is not a function of the sum).
+    Inputs with the same scale share each window's ``k``.
+    """
+    from .grid import rounded_table
+
+    if scale.kind == "rotated" or scale.offset is not None:
+        raise ValueError(
+            "on the grid, scales are isotropic or diagonal and carry no offset"
+        )
+    device, K = network.device, network.n_classes
+    m, d = X.shape
+    j = torch.as_tensor(grid.indices(X), device=device)
+    per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
+    family = bank.family.rounded
+    samplers = {}
+    row_keys = []
+    for row in per:
+        key = row.tobytes()
+        if key not in samplers:
+            values, which = np.unique(row, return_inverse=True)
+            tables = [rounded_table(family, v, grid.step) for v in values]
+            samplers[key] = _RowSampler(tables, which, device)
+        row_keys.append(key)
+    window = min(n_draws, batch_size)
+    group = max(1, batch_size // window)
+    network.module.eval()
+    with torch.inference_mode():
+        stop = first + n_draws
+        for start in range(first, stop, window):
+            words = bank.rows(start, min(start + window, stop)).to(device)
+            drawn = {}  # one k per distinct scale and window
+            for i0 in range(0, m, group):
+                i1 = min(i0 + group, m)
+                ks = []
+                for key in row_keys[i0:i1]:
+                    if key not in drawn:
+                        drawn[key] = samplers[key].sample(words)
+                    ks.append(drawn[key])
+                k = torch.stack(ks)
+                noisy = grid.inputs(k.add_(j[i0:i1, None]))
+                pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
+                _add_votes(counts, i0, i1, pred, words.shape[0], K)
+
+
+class _RowSampler:
+    """One input's noise on the grid: each coordinate's table, by coordinate."""
+
+    def __init__(self, tables, which, device):
+        self.tables = tables
+        if len(tables) > 1:
+            width = max(len(t.thresholds) for t in tables)
+            padded = np.full((len(tables), width), np.iinfo(np.int64).max)
+            for i, t in enumerate(tables):
+                padded[i, : len(t.thresholds)] = t.thresholds
+            which = torch.as_tensor(which, device=device)
+            self.padded = torch.as_tensor(padded, device=device)[which].contiguous()
+            sizes = torch.as_tensor([len(t.thresholds) for t in tables], device=device)
+            self.sizes = sizes[which][:, None]
+            self.half = self.sizes // 2
+
+    def sample(self, words):
+        """``k`` of shape (w, d) for the window's words (w, d)."""
+        if len(self.tables) == 1:
+            return self.tables[0].sample(words)
+        count = torch.searchsorted(self.padded, words.T.contiguous(), right=True)
+        # a word equal to the padding counts the padding too: cap at the table
+        return torch.minimum(count, self.sizes).sub_(self.half).T
 
 
 def _isotropic(scale):
