@@ -525,6 +525,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         family = get_noise(self.noise)
         strategy = get_strategy(self.strategy)
         strategy.check(family, input_shape)
+        _check_grid_strategy(grid_step, strategy)
         training = get_training(self.training)
         training.check(denoiser=self.denoiser is not None)
         self._check_denoised_module()
@@ -713,6 +714,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     def _task(self, strategy, radius=None):
         """The engine's picture of this classifier under ``strategy``."""
+        grid = self._grid()
+        _check_grid_strategy(grid, strategy)
         return SmoothingTask(
             network=certification_network(
                 self.net_, self.input_shape_, len(self.classes_)
@@ -726,7 +729,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             batch_size=self.batch_size,
             radius_tolerance=self.radius_tolerance,
             radius=radius,
-            grid=self._grid(),
+            grid=grid,
         )
 
     def _run_blocks(self, work, X_flat, key, checkpoint=None):
@@ -962,6 +965,17 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, n_classes)
         """
         return self._estimation_counts(X) / float(self.n)
+
+
+def _check_grid_strategy(grid, strategy):
+    """Refuse, before any work, a strategy the grid path cannot sample exactly."""
+    if grid is not None and not getattr(strategy, "on_grid", True):
+        raise ValueError(
+            f"strategy {strategy.name!r} has no exact sampler on the grid (rotated "
+            "scales and mean offsets: round(S z / h) is not a product of "
+            "one-dimensional laws); use grid=None with it, or cohen, isotropic_dd, "
+            "ancer or ucan_pattern on the grid."
+        )
 
 
 def _on_grid(X, grid):
