@@ -261,3 +261,105 @@ def test_rotated_and_offset_strategies_are_refused_on_the_grid(strategy, digits)
     X, y = digits
     with pytest.raises(ValueError, match="grid"):
         SmoothedClassifier(strategy=strategy, grid=H, max_epochs=0).fit(X[:20], y[:20])
+
+
+def test_grid_counts_ignore_first_layer_reuse():
+    """On the grid the network sees only fl32(j + k) * h: reuse of ``L x + L (S z)``
+    (a function of x and z apart) is never taken, whatever the setting."""
+    X = np.array([[0.25, 0.125], [-0.5, 0.75]], dtype=np.float32)
+    scale = Scale(np.array([0.25, 0.25]))
+    bank = NoiseBank(5, ESTIMATION, RawWords(GAUSSIAN), 2)
+    counts = [
+        count_classes(
+            FlatInputNetwork(linear_module(W, B), (2,), 2, reuse_first_layer=reuse),
+            X, scale, bank, 3000, batch_size=1000, grid=Grid(H),
+        )
+        for reuse in (True, False)
+    ]
+    np.testing.assert_array_equal(*counts)
+
+
+@pytest.fixture(scope="module")
+def grid_digits(digits):
+    X, y = digits
+    return SmoothedClassifier(
+        grid=H, n=300, n0=30, max_epochs=20, lr=0.005, random_state=0,
+        module__hidden_units=(32,),
+    ).fit(X[:400], y[:400])
+
+
+def test_n_jobs_and_checkpoints_give_the_same_grid_certificates(grid_digits, digits, tmp_path):
+    import copy
+
+    X, _ = digits
+    one = copy.deepcopy(grid_digits).certify(X[400:530])
+    two = copy.deepcopy(grid_digits).set_params(n_jobs=2).certify(X[400:530])
+    np.testing.assert_array_equal(one.label, two.label)
+    np.testing.assert_allclose(one.radius, two.radius, rtol=1e-12)
+    log = tmp_path / "log.jsonl"
+    first = copy.deepcopy(grid_digits).certify(X[400:530], checkpoint=log)
+    again = copy.deepcopy(grid_digits).certify(X[400:530], checkpoint=log)
+    np.testing.assert_array_equal(first.radius, again.radius)
+    np.testing.assert_array_equal(first.radius, one.radius)
+    # the grid is part of the run: a float-noise run may not resume this log
+    with pytest.raises(ValueError):
+        copy.deepcopy(grid_digits).set_params(grid=None).certify(X[400:530], checkpoint=log)
+
+
+@pytest.mark.parametrize("strategy", ["isotropic_dd", "ancer"])
+def test_data_dependent_strategies_on_the_grid_keep_their_own_memory(
+    grid_digits, digits, strategy
+):
+    import copy
+
+    from smoothlearn.strategies import ANCER, IsotropicDD
+
+    X, y = digits
+    smoothing = (
+        IsotropicDD(n_iter=5, n_draws=16) if strategy == "isotropic_dd"
+        else ANCER(n_iter=5, n_draws=16)
+    )
+    clf = copy.deepcopy(grid_digits).set_params(strategy=smoothing)
+    cert = clf.certify(X[400:464])
+    assert cert.smoothing.endswith("grid=0.0625")
+    # the scales run are on the 2^(i/256) ladder, and recorded as run (the
+    # memory may shrink a region after)
+    values = np.asarray(cert.scale)[~cert.reduced]
+    levels = np.log2(values) * 256
+    assert np.allclose(levels, np.rint(levels), atol=1e-6)
+    assert (cert.label == y[400:464]).mean() > 0.5
+    clf.set_params(grid=None).certify(X[400:420])
+    assert len(clf.memories_) == 2  # float noise and grid: two smoothed classifiers
+
+
+def test_pipelines_give_the_grid_in_the_classifier_space(digits):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, MinMaxScaler
+
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    pipe = make_pipeline(
+        FunctionTransformer(lambda v: v / 16.0),
+        SmoothedClassifier(grid=H, n=200, n0=20, max_epochs=1, random_state=0,
+                           module__hidden_units=(16,)),
+    ).fit(X[:100], y[:100])
+    assert pipe.predict(X[100:105]).shape == (5,)
+    # MinMaxScaler maps digits' columns to steps 1/max: no single grid of 1/16
+    with pytest.raises(ValueError, match="not on the grid"):
+        make_pipeline(MinMaxScaler(), SmoothedClassifier(grid=H, max_epochs=0)).fit(X, y)
+
+
+def test_command_line_grid(tmp_path):
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "smoothlearn", "certify", "--n", "300", "--n0", "30",
+           "--n-test", "20", "--max-epochs", "2", "-q", "--out", str(tmp_path)]
+    proc = subprocess.run([*run, "--grid", "1/16"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "grid=0.0625" in proc.stdout
+    bad = subprocess.run([*run, "--grid", "-1"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "grid" in bad.stderr
