@@ -143,7 +143,10 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
     bank's words by the input's rounded tables; the network sees
     :meth:`~smoothlearn.grid.Grid.inputs` of them and nothing else (no
     first-layer reuse: ``L x + L (S z)`` is not a function of the sum).
-    Inputs with the same scale share each window's ``k``.
+    Inputs with the same scale share each window's ``k``. The integers are
+    held as float32, exact below ``2^24`` (checked), so ``j + k`` is the
+    integer sum and ``fl32(j + k) * fl32(h)`` one rounding of it, as
+    :meth:`~smoothlearn.grid.Grid.inputs` computes.
     """
     from .grid import rounded_table
 
@@ -153,7 +156,7 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
         )
     device, K = network.device, network.n_classes
     m, d = X.shape
-    j = torch.as_tensor(grid.indices(X), device=device)
+    j = grid.indices(X)
     per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
     family = bank.family.rounded
     samplers = {}
@@ -165,6 +168,12 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
             tables = [rounded_table(family, v, grid.step) for v in values]
             samplers[key] = _RowSampler(tables, which, device)
         row_keys.append(key)
+    reach = max(t.half_width for s in samplers.values() for t in s.tables)
+    if np.abs(j).max() + reach >= 2**24:
+        raise ValueError(
+            "on the grid, |x / step| plus the noise's reach must stay below 2^24"
+        )
+    j = torch.as_tensor(j.astype(np.float32), device=device)
     window = min(n_draws, batch_size)
     group = max(1, batch_size // window)
     network.module.eval()
@@ -180,8 +189,8 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
                     if key not in drawn:
                         drawn[key] = samplers[key].sample(words)
                     ks.append(drawn[key])
-                k = torch.stack(ks)
-                noisy = grid.inputs(k.add_(j[i0:i1, None]))
+                k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
+                noisy = grid.inputs(torch.add(j[i0:i1, None], k))
                 pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, words.shape[0], K)
 
@@ -203,12 +212,13 @@ class _RowSampler:
             self.half = self.sizes // 2
 
     def sample(self, words):
-        """``k`` of shape (w, d) for the window's words (w, d)."""
+        """``k`` of shape (w, d) for the window's words (w, d), as float32
+        (exact integers)."""
         if len(self.tables) == 1:
-            return self.tables[0].sample(words)
+            return self.tables[0].sample(words).to(torch.float32)
         count = torch.searchsorted(self.padded, words.T.contiguous(), right=True)
         # a word equal to the padding counts the padding too: cap at the table
-        return torch.minimum(count, self.sizes).sub_(self.half).T
+        return torch.minimum(count, self.sizes).sub_(self.half).T.to(torch.float32)
 
 
 def _isotropic(scale):

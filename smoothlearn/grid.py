@@ -132,9 +132,10 @@ class Grid:
         return j.astype(np.int64)
 
     def inputs(self, j):
-        """What the network sees for integer coordinates ``j`` (a torch tensor):
-        ``fl32(fl32(j) * fl32(h))``, one fixed function of ``j`` (exact for
-        ``|j| < 2^24``, one rounding of the product)."""
+        """What the network sees for integer coordinates ``j`` (a torch tensor
+        of integers, or of float32 holding integers below ``2^24``, which it
+        may overwrite): ``fl32(j) * fl32(h)`` rounded once, a fixed function
+        of ``j``."""
         return j.to(torch.float32).mul_(np.float32(self.step))
 
 
