@@ -124,13 +124,17 @@ def _linear_probability(w, b, j, scales, step):
 W, B = np.array([3.0, 2.0]), 1.0 / 32  # scores exact in float32 on the 1/16 grid
 
 
-def test_grid_counts_match_the_exact_probability_of_a_linear_classifier():
-    network = FlatInputNetwork(linear_module(W, B), (2,), 2)
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grid_counts_match_the_exact_probability_of_a_linear_classifier(device):
+    network = FlatInputNetwork(linear_module(W, B).to(device), (2,), 2, device=device)
     grid = Grid(H)
     X = np.array([[0.25, 0.125], [-0.5, 0.75], [0.0, -0.0625]], dtype=np.float32)
     scale = Scale(np.array([[0.25, 0.5], [0.3, 0.3], [0.6, 0.2]]))  # diagonal
     n = 40_000
-    bank = NoiseBank(3, ESTIMATION, RawWords(GAUSSIAN), 2)
+    bank = NoiseBank(3, ESTIMATION, RawWords(GAUSSIAN), 2, device=device)
     counts = count_classes(network, X, scale, bank, n, batch_size=8192, grid=grid)
     for i, x in enumerate(X):
         p = float(_linear_probability(W, B, x / H, scale.values[i], H))
