@@ -148,7 +148,7 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
     integer sum and ``fl32(j + k) * fl32(h)`` one rounding of it, as
     :meth:`~smoothlearn.grid.Grid.inputs` computes.
     """
-    from .grid import rounded_table
+    from .grid import RowSampler
 
     if scale.kind == "rotated" or scale.offset is not None:
         raise ValueError(
@@ -164,11 +164,9 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
     for row in per:
         key = row.tobytes()
         if key not in samplers:
-            values, which = np.unique(row, return_inverse=True)
-            tables = [rounded_table(family, v, grid.step) for v in values]
-            samplers[key] = _RowSampler(tables, which, device)
+            samplers[key] = RowSampler(family, row, grid.step, device)
         row_keys.append(key)
-    reach = max(t.half_width for s in samplers.values() for t in s.tables)
+    reach = max(s.reach for s in samplers.values())
     if np.abs(j).max() + reach >= 2**24:
         raise ValueError(
             "on the grid, |x / step| plus the noise's reach must stay below 2^24"
@@ -193,32 +191,6 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
                 noisy = grid.inputs(torch.add(j[i0:i1, None], k))
                 pred = network.logits(noisy.reshape(-1, d)).argmax(dim=1)
                 _add_votes(counts, i0, i1, pred, words.shape[0], K)
-
-
-class _RowSampler:
-    """One input's noise on the grid: each coordinate's table, by coordinate."""
-
-    def __init__(self, tables, which, device):
-        self.tables = tables
-        if len(tables) > 1:
-            width = max(len(t.thresholds) for t in tables)
-            padded = np.full((len(tables), width), np.iinfo(np.int64).max)
-            for i, t in enumerate(tables):
-                padded[i, : len(t.thresholds)] = t.thresholds
-            which = torch.as_tensor(which, device=device)
-            self.padded = torch.as_tensor(padded, device=device)[which].contiguous()
-            sizes = torch.as_tensor([len(t.thresholds) for t in tables], device=device)
-            self.sizes = sizes[which][:, None]
-            self.half = self.sizes // 2
-
-    def sample(self, words):
-        """``k`` of shape (w, d) for the window's words (w, d), as float32
-        (exact integers)."""
-        if len(self.tables) == 1:
-            return self.tables[0].sample(words).to(torch.float32)
-        count = torch.searchsorted(self.padded, words.T.contiguous(), right=True)
-        # a word equal to the padding counts the padding too: cap at the table
-        return torch.minimum(count, self.sizes).sub_(self.half).T.to(torch.float32)
 
 
 def _isotropic(scale):

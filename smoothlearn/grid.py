@@ -57,6 +57,7 @@ __all__ = [
     "Grid",
     "RawWords",
     "RoundedTable",
+    "RowSampler",
     "quantised_scale",
     "resolve_grid",
     "rounded_table",
@@ -69,6 +70,12 @@ GRID_AUTO_STEPS = (1.0, *(1.0 / q for q in range(2, 257)))
 
 #: Per-input scale values are rounded to the nearest ``2^(i / SCALE_LEVELS)``.
 SCALE_LEVELS = 256
+
+#: A table's guide has a bucket per value of a word's top GUIDE_BITS bits
+#: (:meth:`RoundedTable.guide`): small enough to stay in cache, large enough
+#: that few buckets hold a threshold.
+GUIDE_BITS = 12
+GUIDE_BUCKETS = 2**GUIDE_BITS
 
 #: Each tail left out of a table has mass below ``2^-TAIL_BITS``.
 TAIL_BITS = 70
@@ -235,12 +242,116 @@ class RoundedTable:
         table = torch.as_tensor(self.thresholds, device=words.device)
         return torch.searchsorted(table, words, right=True).sub_(self.half_width)
 
+    def guide(self):
+        """Per bucket ``b`` of the words' top :data:`GUIDE_BITS` bits: ``2 c +
+        flag``, ``c`` the count of thresholds at or below the bucket's first
+        word, ``flag`` whether a threshold may lie inside it (then ``c`` is
+        where counting starts). Cached; int32 of shape (GUIDE_BUCKETS,).
+        """
+        if getattr(self, "_guide", None) is None:
+            first = np.arange(GUIDE_BUCKETS, dtype=np.int64) - GUIDE_BUCKETS // 2
+            first <<= 64 - GUIDE_BITS
+            low = np.searchsorted(self.thresholds, first, side="right")
+            # thresholds below the next bucket's first word (the last bucket
+            # ends at the top of the range, past which no threshold lies)
+            high = np.append(low[1:], len(self.thresholds))
+            self._guide = (2 * low + (high > low)).astype(np.int32)
+        return self._guide
+
     def pmf(self):
         """The sampled law: ``(atoms, probabilities)`` as exact fractions of
         ``2^64`` (python ints over ``2^64``), for tests."""
         edges = [0] + [int(t) + 2**63 for t in self.thresholds] + [2**64]
         atoms = np.arange(-self.half_width, self.half_width + 1)
         return atoms, [b - a for a, b in zip(edges[:-1], edges[1:])]
+
+
+class RowSampler:
+    """One input's noise on the grid: ``k`` per coordinate from its table.
+
+    Exactly ``k_c = -K_c + #{T_j <= U}`` of the coordinate's table
+    (:meth:`RoundedTable.sample`), found fast: a guide of buckets per table
+    (:meth:`RoundedTable.guide`, by the word's top bits) gives
+    the count outright where no threshold falls inside the bucket, and a
+    starting count where some do, which exact int64 compares then advance;
+    the guide decides only the speed, never the value.
+
+    Parameters
+    ----------
+    family : NoiseFamily
+    scales : ndarray of shape (d,)
+        The noise's scale per coordinate.
+    step : float
+    device : torch.device
+    """
+
+    def __init__(self, family, scales, step, device):
+        values, which = np.unique(np.asarray(scales, dtype=np.float64), return_inverse=True)
+        self.tables = [rounded_table(family, v, step) for v in values]
+        self.which = which
+        width = max(len(t.thresholds) for t in self.tables) + 1
+        # a table's thresholds, then +inf past its end
+        padded = np.full((len(self.tables), width), np.iinfo(np.int64).max)
+        for i, t in enumerate(self.tables):
+            padded[i, : len(t.thresholds)] = t.thresholds
+        half = np.array([t.half_width for t in self.tables], dtype=np.int32)[which]
+        arrays = {
+            "flat": padded.ravel(),
+            "base": which * width,
+            "guides": np.stack([t.guide() for t in self.tables]).ravel(),
+            "guide_base": which * GUIDE_BUCKETS + GUIDE_BUCKETS // 2,
+            "half": half,
+        }
+        self.device = torch.device(device)
+        # on the CPU numpy's gathers (torch's take checks bounds element by
+        # element: 20 times slower there); elsewhere the device's tensors
+        self.cpu = self.device.type == "cpu"
+        self.arrays = (
+            arrays
+            if self.cpu
+            else {k: torch.as_tensor(v, device=self.device) for k, v in arrays.items()}
+        )
+
+    @property
+    def reach(self):
+        """The largest ``|k|`` drawn."""
+        return max(t.half_width for t in self.tables)
+
+    def sample(self, words):
+        """``k`` of shape (w, d) for the window's words (a torch int64 tensor
+        (w, d) on the device), as float32 (exact integers)."""
+        a = self.arrays
+        if self.cpu:
+            words, take = words.numpy(), np.take
+            nonzero = np.nonzero
+        else:
+            take = torch.take
+            nonzero = functools.partial(torch.nonzero, as_tuple=True)
+        guide = take(a["guides"], (words >> (64 - GUIDE_BITS)) + a["guide_base"])
+        count = guide >> 1
+        unsure = nonzero(guide & 1)
+        if len(unsure[0]):
+            count[unsure] = self._advance(
+                words[unsure], count[unsure], unsure[1], take, nonzero
+            )
+        k = count - a["half"]
+        return torch.from_numpy(k).to(torch.float32) if self.cpu else k.to(torch.float32)
+
+    def _advance(self, words, count, cols, take, nonzero):
+        """Counts in buckets that hold thresholds: step past every threshold
+        at or below the word (a few steps; a word deep in a tail, where
+        thresholds crowd, is searched)."""
+        base = self.arrays["base"][cols]
+        for _ in range(4):
+            step = take(self.arrays["flat"], base + count) <= words
+            if not bool(step.any()):
+                return count
+            count += step
+        (left,) = nonzero(take(self.arrays["flat"], base + count) <= words)
+        for i in left.tolist():
+            table = self.tables[self.which[int(cols[i])]]
+            count[i] = int(np.searchsorted(table.thresholds, int(words[i]), side="right"))
+        return count
 
 
 class RawWords:

@@ -367,3 +367,28 @@ def test_command_line_grid(tmp_path):
     bad = subprocess.run([*run, "--grid", "-1"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "grid" in bad.stderr
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace", "uniform"])
+@pytest.mark.parametrize("step", [H, 1 / 255])
+def test_the_fast_sampler_is_the_exact_search(noise, step):
+    """The guide only speeds the search: every k equals the threshold count,
+    the extreme words and words on thresholds included."""
+    from smoothlearn.grid import RowSampler
+
+    family = get_noise(noise)
+    rng = np.random.RandomState(1)
+    scales = quantised_scale(rng.uniform(0.1, 0.8, 16))
+    sampler = RowSampler(family, scales, step, "cpu")
+    words = rng.randint(-(2**63), 2**63 - 1, size=(4000, 16), dtype=np.int64)
+    words[0] = np.iinfo(np.int64).max
+    words[1] = np.iinfo(np.int64).min
+    for c in range(16):  # words on a threshold and one below it
+        t = sampler.tables[sampler.which[c]].thresholds
+        words[2:12, c] = t[rng.randint(0, len(t), 10)]
+        words[12:22, c] = words[2:12, c] - 1
+    k = sampler.sample(torch.from_numpy(words)).numpy()
+    for c in range(16):
+        table = sampler.tables[sampler.which[c]]
+        exact = table.sample(torch.from_numpy(words[:, c])).numpy()
+        np.testing.assert_array_equal(k[:, c], exact)
