@@ -322,22 +322,29 @@ class RowSampler:
         (w, d) on the device), as float32 (exact integers)."""
         a = self.arrays
         if self.cpu:
-            words, take = words.numpy(), np.take
-            nonzero = np.nonzero
+            words, take, flat_nonzero = words.numpy(), np.take, np.flatnonzero
         else:
             take = torch.take
-            nonzero = functools.partial(torch.nonzero, as_tuple=True)
+
+            def flat_nonzero(x):
+                return torch.nonzero(x.reshape(-1)).reshape(-1)
+
         guide = take(a["guides"], (words >> (64 - GUIDE_BITS)) + a["guide_base"])
         count = guide >> 1
-        unsure = nonzero(guide & 1)
-        if len(unsure[0]):
-            count[unsure] = self._advance(
-                words[unsure], count[unsure], unsure[1], take, nonzero
+        unsure = flat_nonzero(guide & 1)
+        if len(unsure):
+            flat_count = count.reshape(-1)
+            flat_count[unsure] = self._advance(
+                words.reshape(-1)[unsure],
+                flat_count[unsure],
+                unsure % words.shape[1],
+                take,
+                flat_nonzero,
             )
         k = count - a["half"]
         return torch.from_numpy(k).to(torch.float32) if self.cpu else k.to(torch.float32)
 
-    def _advance(self, words, count, cols, take, nonzero):
+    def _advance(self, words, count, cols, take, flat_nonzero):
         """Counts in buckets that hold thresholds: step past every threshold
         at or below the word (a few steps; a word deep in a tail, where
         thresholds crowd, is searched)."""
@@ -347,7 +354,7 @@ class RowSampler:
             if not bool(step.any()):
                 return count
             count += step
-        (left,) = nonzero(take(self.arrays["flat"], base + count) <= words)
+        left = flat_nonzero(take(self.arrays["flat"], base + count) <= words)
         for i in left.tolist():
             table = self.tables[self.which[int(cols[i])]]
             count[i] = int(np.searchsorted(table.thresholds, int(words[i]), side="right"))
