@@ -166,7 +166,8 @@ def resolve_grid(grid, X=None):
     if isinstance(grid, str):
         if grid != "auto":
             raise ValueError(f"grid must be None, a step > 0 or 'auto'; got {grid!r}.")
-        X = np.asarray(X, dtype=np.float64)
+        # the distinct values decide (an 8-bit image set has at most 256)
+        X = np.unique(np.asarray(X, dtype=np.float32)).astype(np.float64)
         for step in GRID_AUTO_STEPS:
             scaled = X / step
             if np.all(np.abs(scaled - np.rint(scaled)) <= ON_GRID_TOLERANCE):

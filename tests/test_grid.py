@@ -392,3 +392,20 @@ def test_the_fast_sampler_is_the_exact_search(noise, step):
         table = sampler.tables[sampler.which[c]]
         exact = table.sample(torch.from_numpy(words[:, c])).numpy()
         np.testing.assert_array_equal(k[:, c], exact)
+
+
+def test_adaptive_sampling_runs_on_the_grid(grid_digits, digits):
+    import copy
+
+    X, _ = digits
+    full = copy.deepcopy(grid_digits).certify(X[400:464])
+    decided = copy.deepcopy(grid_digits).certify(X[400:464], radius=0.25)
+    planned = copy.deepcopy(grid_digits).set_params(radius_tolerance=0.05).certify(
+        X[400:464]
+    )
+    assert (decided.n_draws <= 300).all() and (planned.n_draws <= 300).all()
+    # the same inputs certified at 0.25, but for the few the looks' alpha split
+    # or a smaller sample moves across it
+    agree = (decided.radius >= 0.25) == (full.radius >= 0.25)
+    assert agree.mean() > 0.9
+    assert np.all(planned.p_lower <= 1) and np.all(planned.radius >= 0)
