@@ -64,8 +64,10 @@ def main():
         X_train, y_train = X_train[: args.train], y_train[: args.train]
     X, y = X_test[: args.inputs], y_test[: args.inputs]
     step = resolve_grid("auto", X_train)
-    print(f"{args.dataset}: {len(X_train)} training, {len(X)} test inputs, grid step "
-          f"{step!r}, sigma={args.sigma}, n={args.n}")
+    print(
+        f"{args.dataset}: {len(X_train)} training, {len(X)} test inputs, grid step "
+        f"{step!r}, sigma={args.sigma}, n={args.n}"
+    )
     clf = SmoothedClassifier(
         sigma=args.sigma, n=args.n, max_epochs=args.epochs, random_state=args.seed
     ).fit(X_train, y_train)
@@ -75,8 +77,11 @@ def main():
         # float first: its first call pays what every later call reuses (a
         # strategy's optimised scales), so the grid's first call adds only
         # the rounded-noise tables
-        paths = {"float": (None, "auto"), "float, no reuse": (None, False),
-                 "grid": (step, False)}
+        paths = {
+            "float": (None, "auto"),
+            "float, no reuse": (None, False),
+            "grid": (step, False),
+        }
         seconds = {name: [] for name in paths}
         certs, first = {}, {}
         for name, (grid, reuse) in paths.items():
@@ -86,8 +91,11 @@ def main():
                 certs[name], s = certify(clf, X, strategy, grid, reuse)
                 seconds[name].append(s)
         print(f"\n{text}")
-        print("path              " + "".join(f"  CA@{r:<5}" for r in RADII)
-              + "     ACR   s/input")
+        print(
+            "path              "
+            + "".join(f"  CA@{r:<5}" for r in RADII)
+            + "     ACR   s/input"
+        )
         correct = {k: (c.label == y) & ~c.abstained for k, c in certs.items()}
         for name in ("grid", "float", "float, no reuse"):
             c = certs[name]
@@ -105,14 +113,20 @@ def main():
         a = np.where(correct["grid"], certs["grid"].radius, 0.0)
         b = np.where(correct["float"], certs["float"].radius, 0.0)
         mean, low, high = bootstrap_interval(a, b, args.boot, rng)
-        print(f"  ACR:    {mean:+.4f} [{low:+.4f}, {high:+.4f}]  "
-              f"({100 * mean / max(b.mean(), 1e-12):+.2f}% of float ACR)")
+        print(
+            f"  ACR:    {mean:+.4f} [{low:+.4f}, {high:+.4f}]  "
+            f"({100 * mean / max(b.mean(), 1e-12):+.2f}% of float ACR)"
+        )
         ratio = np.median(seconds["grid"]) / np.median(seconds["float, no reuse"])
         reuse = np.median(seconds["grid"]) / np.median(seconds["float"])
-        print(f"  seconds: grid / float plain path {ratio:.3f}x, "
-              f"grid / float with reuse {reuse:.3f}x")
-        print("  first call of each path, s/input: " + ", ".join(
-            f"{name} {s:.4f}" for name, s in first.items()))
+        print(
+            f"  seconds: grid / float plain path {ratio:.3f}x, "
+            f"grid / float with reuse {reuse:.3f}x"
+        )
+        print(
+            "  first call of each path, s/input: "
+            + ", ".join(f"{name} {s:.4f}" for name, s in first.items())
+        )
 
 
 if __name__ == "__main__":

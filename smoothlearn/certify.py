@@ -113,7 +113,9 @@ class SmoothingTask:
         family = self.family
         if self.grid is not None and which != banks.OPTIMISATION:
             family = RawWords(self.family)
-        return banks.NoiseBank(key, which, family, n_features, device=self.network.device)
+        return banks.NoiseBank(
+            key, which, family, n_features, device=self.network.device
+        )
 
     def prepare(self, X, key):
         """``(run, recorded)``: the strategy's scale as the engine runs it and

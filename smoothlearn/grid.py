@@ -205,7 +205,10 @@ class RoundedTable:
             # the exact ratio of the two floats, not its float64 rounding
             rho = mpmath.mpf(float(scale)) / mpmath.mpf(float(step))
             half_width = 0
-            while tail((half_width + mpmath.mpf(0.5)) / rho) >= mpmath.mpf(2) ** -TAIL_BITS:
+            while (
+                tail((half_width + mpmath.mpf(0.5)) / rho)
+                >= mpmath.mpf(2) ** -TAIL_BITS
+            ):
                 half_width += max(1, half_width // 2)
             # the least K: bisect back between half_width / 1.5 and half_width
             low = 0
@@ -219,7 +222,9 @@ class RoundedTable:
             # symmetric laws: F(-t) = 1 - F(t), so the upper half is the lower
             # half mirrored; floor(2^64 (1 - F)) computed from the mpf value
             lower = [
-                int(mpmath.floor(cdf((j + mpmath.mpf(0.5)) / rho) * mpmath.mpf(2) ** 64))
+                int(
+                    mpmath.floor(cdf((j + mpmath.mpf(0.5)) / rho) * mpmath.mpf(2) ** 64)
+                )
                 for j in range(-K, 0)
             ]
             upper = [
@@ -287,7 +292,9 @@ class RowSampler:
     """
 
     def __init__(self, family, scales, step, device):
-        values, which = np.unique(np.asarray(scales, dtype=np.float64), return_inverse=True)
+        values, which = np.unique(
+            np.asarray(scales, dtype=np.float64), return_inverse=True
+        )
         self.tables = [rounded_table(family, v, step) for v in values]
         self.which = which
         width = max(len(t.thresholds) for t in self.tables) + 1
@@ -343,7 +350,9 @@ class RowSampler:
                 flat_nonzero,
             )
         k = count - a["half"]
-        return torch.from_numpy(k).to(torch.float32) if self.cpu else k.to(torch.float32)
+        return (
+            torch.from_numpy(k).to(torch.float32) if self.cpu else k.to(torch.float32)
+        )
 
     def _advance(self, words, count, cols, take, flat_nonzero):
         """Counts in buckets that hold thresholds: step past every threshold
@@ -358,7 +367,9 @@ class RowSampler:
         left = flat_nonzero(take(self.arrays["flat"], base + count) <= words)
         for i in left.tolist():
             table = self.tables[self.which[int(cols[i])]]
-            count[i] = int(np.searchsorted(table.thresholds, int(words[i]), side="right"))
+            count[i] = int(
+                np.searchsorted(table.thresholds, int(words[i]), side="right")
+            )
         return count
 
 

@@ -46,15 +46,20 @@ def _exact_pmf(family, scale, step, atoms):
     with mpmath.workprec(120):
         rho = mpmath.mpf(scale) / mpmath.mpf(step)
         return [
-            cdf((int(k) + mpmath.mpf(0.5)) / rho) - cdf((int(k) - mpmath.mpf(0.5)) / rho)
+            cdf((int(k) + mpmath.mpf(0.5)) / rho)
+            - cdf((int(k) - mpmath.mpf(0.5)) / rho)
             for k in atoms
         ]
 
 
 @pytest.mark.parametrize(
     "noise, scale, step",
-    [("gaussian", 0.25, H), ("gaussian", 0.3, 1 / 255), ("laplace", 0.25, H),
-     ("uniform", 0.5, H)],
+    [
+        ("gaussian", 0.25, H),
+        ("gaussian", 0.3, 1 / 255),
+        ("laplace", 0.25, H),
+        ("uniform", 0.5, H),
+    ],
 )
 def test_table_law_is_within_its_bound_of_the_rounded_law(noise, scale, step):
     family = get_noise(noise)
@@ -95,9 +100,13 @@ def test_drawn_noise_passes_a_chi_square_test_and_a_wrong_law_fails():
     w_exp = np.array(w_weights, dtype=np.float64) / 2.0**64 * len(k)
     w_obs = np.bincount(k + wrong.half_width, minlength=len(w_weights))
     keep = w_exp >= 5
-    assert stats.chisquare(
-        np.append(w_obs[keep], w_obs[~keep].sum()), np.append(w_exp[keep], w_exp[~keep].sum())
-    ).pvalue < 1e-6
+    assert (
+        stats.chisquare(
+            np.append(w_obs[keep], w_obs[~keep].sum()),
+            np.append(w_exp[keep], w_exp[~keep].sum()),
+        ).pvalue
+        < 1e-6
+    )
 
 
 def _linear_probability(w, b, j, scales, step):
@@ -149,14 +158,21 @@ def test_certified_grid_points_keep_their_class_exactly():
     sigma = 0.25
     x = np.array([[0.25, 0.125]], dtype=np.float32)
     clf = SmoothedClassifier(
-        linear_module(W, B), sigma=sigma, grid=H, max_epochs=0, n=20_000,
-        batch_size=20_000, random_state=0,
+        linear_module(W, B),
+        sigma=sigma,
+        grid=H,
+        max_epochs=0,
+        n=20_000,
+        batch_size=20_000,
+        random_state=0,
     ).fit(np.vstack([x, -x]), [1, 0])
     cert = clf.certify(x)
     p = _linear_probability(W, B, x[0] / H, (sigma, sigma), H)
     assert cert.label[0] == 1 and cert.p_lower[0] <= float(p)
     radius = cert.radius[0]
-    assert radius == pytest.approx(sigma * float(mpmath.sqrt(2) * mpmath.erfinv(2 * cert.p_lower[0] - 1)), rel=1e-9)
+    assert radius == pytest.approx(
+        sigma * float(mpmath.sqrt(2) * mpmath.erfinv(2 * cert.p_lower[0] - 1)), rel=1e-9
+    )
     j0 = np.rint(x[0] / H).astype(int)
     reach = int(radius / H) + 1
     checked = 0
@@ -205,14 +221,17 @@ def test_rounding_reader_gets_a_false_certificate_on_floats_and_none_on_the_grid
     assert floats.predict_proba(near)[0, 1] > 0.9
     assert floats.predict(near)[0] == 1
 
-    grid = _fit(RoundingReader(), train.round(), sigma=1.0, n=2000, random_state=0,
-                grid=H)
+    grid = _fit(
+        RoundingReader(), train.round(), sigma=1.0, n=2000, random_state=0, grid=H
+    )
     cert = grid.certify(x)
     assert cert.label[0] == 0 and cert.radius[0] > 2.0
     # the grid path's region covers grid points, and every one tried keeps class 0
     rng = np.random.RandomState(0)
     steps = rng.randint(-4, 5, size=(20, d)) * H
-    steps *= np.minimum(1.0, 0.9 * cert.radius[0] / np.linalg.norm(steps, axis=1))[:, None]
+    steps *= np.minimum(1.0, 0.9 * cert.radius[0] / np.linalg.norm(steps, axis=1))[
+        :, None
+    ]
     points = (x + np.round(steps / H) * H).astype(np.float32)
     assert np.all(np.linalg.norm(points - x, axis=1) <= cert.radius[0])
     assert np.all(grid.predict(points) == 0)
@@ -225,8 +244,9 @@ def test_rounding_reader_gets_a_false_certificate_on_floats_and_none_on_the_grid
 
 def test_off_grid_inputs_are_refused_or_rounded_when_asked(digits):
     X, y = digits
-    clf = SmoothedClassifier(grid=H, n=200, n0=20, max_epochs=1, random_state=0,
-                             module__hidden_units=(16,)).fit(X[:200], y[:200])
+    clf = SmoothedClassifier(
+        grid=H, n=200, n0=20, max_epochs=1, random_state=0, module__hidden_units=(16,)
+    ).fit(X[:200], y[:200])
     state = pickle.dumps(clf)
     off = X[:3] + np.float32(0.01)
     with pytest.raises(ValueError, match="not on the grid of step 0.0625"):
@@ -247,7 +267,9 @@ def test_auto_finds_the_coarsest_step(digits):
     assert resolve_grid("auto", np.round(X * 16) / 255) == 1 / 255
     assert resolve_grid("auto", X + 0.001) is None
     with pytest.warns(UserWarning, match="found no grid"):
-        clf = SmoothedClassifier(grid="auto", max_epochs=0).fit(X[:10] + 0.001, [0, 1] * 5)
+        clf = SmoothedClassifier(grid="auto", max_epochs=0).fit(
+            X[:10] + 0.001, [0, 1] * 5
+        )
     assert clf.grid_ is None
 
 
@@ -276,7 +298,12 @@ def test_grid_counts_ignore_first_layer_reuse():
     counts = [
         count_classes(
             FlatInputNetwork(linear_module(W, B), (2,), 2, reuse_first_layer=reuse),
-            X, scale, bank, 3000, batch_size=1000, grid=Grid(H),
+            X,
+            scale,
+            bank,
+            3000,
+            batch_size=1000,
+            grid=Grid(H),
         )
         for reuse in (True, False)
     ]
@@ -287,12 +314,19 @@ def test_grid_counts_ignore_first_layer_reuse():
 def grid_digits(digits):
     X, y = digits
     return SmoothedClassifier(
-        grid=H, n=300, n0=30, max_epochs=20, lr=0.005, random_state=0,
+        grid=H,
+        n=300,
+        n0=30,
+        max_epochs=20,
+        lr=0.005,
+        random_state=0,
         module__hidden_units=(32,),
     ).fit(X[:400], y[:400])
 
 
-def test_n_jobs_and_checkpoints_give_the_same_grid_certificates(grid_digits, digits, tmp_path):
+def test_n_jobs_and_checkpoints_give_the_same_grid_certificates(
+    grid_digits, digits, tmp_path
+):
     import copy
 
     X, _ = digits
@@ -307,7 +341,9 @@ def test_n_jobs_and_checkpoints_give_the_same_grid_certificates(grid_digits, dig
     np.testing.assert_array_equal(first.radius, one.radius)
     # the grid is part of the run: a float-noise run may not resume this log
     with pytest.raises(ValueError):
-        copy.deepcopy(grid_digits).set_params(grid=None).certify(X[400:530], checkpoint=log)
+        copy.deepcopy(grid_digits).set_params(grid=None).certify(
+            X[400:530], checkpoint=log
+        )
 
 
 @pytest.mark.parametrize("strategy", ["isotropic_dd", "ancer"])
@@ -320,7 +356,8 @@ def test_data_dependent_strategies_on_the_grid_keep_their_own_memory(
 
     X, y = digits
     smoothing = (
-        IsotropicDD(n_iter=5, n_draws=16) if strategy == "isotropic_dd"
+        IsotropicDD(n_iter=5, n_draws=16)
+        if strategy == "isotropic_dd"
         else ANCER(n_iter=5, n_draws=16)
     )
     clf = copy.deepcopy(grid_digits).set_params(strategy=smoothing)
@@ -337,35 +374,59 @@ def test_data_dependent_strategies_on_the_grid_keep_their_own_memory(
 
 
 def test_pipelines_give_the_grid_in_the_classifier_space(digits):
+    from sklearn.datasets import load_digits
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, MinMaxScaler
-
-    from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
     pipe = make_pipeline(
         FunctionTransformer(lambda v: v / 16.0),
-        SmoothedClassifier(grid=H, n=200, n0=20, max_epochs=1, random_state=0,
-                           module__hidden_units=(16,)),
+        SmoothedClassifier(
+            grid=H,
+            n=200,
+            n0=20,
+            max_epochs=1,
+            random_state=0,
+            module__hidden_units=(16,),
+        ),
     ).fit(X[:100], y[:100])
     assert pipe.predict(X[100:105]).shape == (5,)
     # MinMaxScaler maps digits' columns to steps 1/max: no single grid of 1/16
     with pytest.raises(ValueError, match="not on the grid"):
-        make_pipeline(MinMaxScaler(), SmoothedClassifier(grid=H, max_epochs=0)).fit(X, y)
+        make_pipeline(MinMaxScaler(), SmoothedClassifier(grid=H, max_epochs=0)).fit(
+            X, y
+        )
 
 
 def test_command_line_grid(tmp_path):
     import subprocess
     import sys
 
-    run = [sys.executable, "-m", "smoothlearn", "certify", "--n", "300", "--n0", "30",
-           "--n-test", "20", "--max-epochs", "2", "-q", "--out", str(tmp_path)]
-    proc = subprocess.run([*run, "--grid", "1/16"], capture_output=True, text=True,
-                          timeout=300)
+    run = [
+        sys.executable,
+        "-m",
+        "smoothlearn",
+        "certify",
+        "--n",
+        "300",
+        "--n0",
+        "30",
+        "--n-test",
+        "20",
+        "--max-epochs",
+        "2",
+        "-q",
+        "--out",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(
+        [*run, "--grid", "1/16"], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert "grid=0.0625" in proc.stdout
-    bad = subprocess.run([*run, "--grid", "-1"], capture_output=True, text=True,
-                         timeout=300)
+    bad = subprocess.run(
+        [*run, "--grid", "-1"], capture_output=True, text=True, timeout=300
+    )
     assert bad.returncode == 2 and "grid" in bad.stderr
 
 
@@ -400,8 +461,8 @@ def test_adaptive_sampling_runs_on_the_grid(grid_digits, digits):
     X, _ = digits
     full = copy.deepcopy(grid_digits).certify(X[400:464])
     decided = copy.deepcopy(grid_digits).certify(X[400:464], radius=0.25)
-    planned = copy.deepcopy(grid_digits).set_params(radius_tolerance=0.05).certify(
-        X[400:464]
+    planned = (
+        copy.deepcopy(grid_digits).set_params(radius_tolerance=0.05).certify(X[400:464])
     )
     assert (decided.n_draws <= 300).all() and (planned.n_draws <= 300).all()
     # the same inputs certified at 0.25, but for the few the looks' alpha split
