@@ -470,3 +470,35 @@ def test_adaptive_sampling_runs_on_the_grid(grid_digits, digits):
     agree = (decided.radius >= 0.25) == (full.radius >= 0.25)
     assert agree.mean() > 0.9
     assert np.all(planned.p_lower <= 1) and np.all(planned.radius >= 0)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "uniform"])
+def test_l1_families_certify_on_the_grid_below_the_exact_probability(noise):
+    """f = 1[x_1 + b > 0]: under the rounded noise its smoothed probability is
+    a tail of the rounded law; the bound stays below it and the l1 radius is
+    the family's formula."""
+    family = get_noise(noise)
+    sigma, b = 0.5, 1.0 / 32
+    x = np.array([[0.25, 0.0]], dtype=np.float32)
+    clf = SmoothedClassifier(
+        linear_module([1.0, 0.0], b),
+        noise=noise,
+        sigma=sigma,
+        grid=H,
+        max_epochs=0,
+        n=20_000,
+        batch_size=20_000,
+        random_state=0,
+    ).fit(np.vstack([x, -x]), [1, 0])
+    cert = clf.certify(x)
+    table = rounded_table(family, sigma, H)
+    atoms = np.arange(-table.half_width, table.half_width + 1)
+    exact = _exact_pmf(family, sigma, H, atoms)
+    j = int(round(float(x[0, 0]) / H))
+    p = float(mpmath.fsum(q for k, q in zip(atoms, exact) if H * (j + k) + b > 0))
+    assert cert.label[0] == 1 and cert.p_lower[0] <= p
+    assert p - cert.p_lower[0] < 0.02
+    assert cert.norm == "l1"
+    assert cert.radius[0] == pytest.approx(
+        family.c * family.gap(cert.p_lower[0]) * sigma, rel=1e-12
+    )
