@@ -148,7 +148,7 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
     integer sum and ``fl32(j + k) * fl32(h)`` one rounding of it, as
     :meth:`~smoothlearn.grid.Grid.inputs` computes.
     """
-    from .grid import RowSampler
+    from .grid import RowSampler, TableSet
 
     if scale.kind == "rotated" or scale.offset is not None:
         raise ValueError(
@@ -159,12 +159,13 @@ def _count_on_grid(network, X, scale, bank, n_draws, counts, batch_size, first, 
     j = grid.indices(X)
     per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
     family = bank.family.rounded
+    tables = TableSet(family, np.unique(per), grid.step, device)
     samplers = {}
     row_keys = []
     for row in per:
         key = row.tobytes()
         if key not in samplers:
-            samplers[key] = RowSampler(family, row, grid.step, device)
+            samplers[key] = RowSampler(family, row, grid.step, device, tables)
         row_keys.append(key)
     reach = max(s.reach for s in samplers.values())
     if np.abs(j).max() + reach >= 2**24:

@@ -58,6 +58,7 @@ __all__ = [
     "RawWords",
     "RoundedTable",
     "RowSampler",
+    "TableSet",
     "quantised_scale",
     "resolve_grid",
     "rounded_table",
@@ -289,41 +290,34 @@ class RowSampler:
         The noise's scale per coordinate.
     step : float
     device : torch.device
+    tables : TableSet, default=None
+        Tables shared by the rows of a block (built once for them all); by
+        default this row's own.
     """
 
-    def __init__(self, family, scales, step, device):
-        values, which = np.unique(
-            np.asarray(scales, dtype=np.float64), return_inverse=True
-        )
-        self.tables = [rounded_table(family, v, step) for v in values]
+    def __init__(self, family, scales, step, device, tables=None):
+        scales = np.asarray(scales, dtype=np.float64)
+        if tables is None:
+            tables = TableSet(family, np.unique(scales), step, device)
+        which = np.searchsorted(tables.values, scales)
+        if np.any(tables.values[np.minimum(which, len(tables.values) - 1)] != scales):
+            raise ValueError("a scale without its table")
+        self.tables = tables.tables
         self.which = which
-        width = max(len(t.thresholds) for t in self.tables) + 1
-        # a table's thresholds, then +inf past its end
-        padded = np.full((len(self.tables), width), np.iinfo(np.int64).max)
-        for i, t in enumerate(self.tables):
-            padded[i, : len(t.thresholds)] = t.thresholds
-        half = np.array([t.half_width for t in self.tables], dtype=np.int32)[which]
+        self.cpu = tables.cpu
         arrays = {
-            "flat": padded.ravel(),
-            "base": which * width,
-            "guides": np.stack([t.guide() for t in self.tables]).ravel(),
+            "base": tables.offsets[which],
             "guide_base": which * GUIDE_BUCKETS + GUIDE_BUCKETS // 2,
-            "half": half,
+            "half": tables.half[which],
         }
-        self.device = torch.device(device)
-        # on the CPU numpy's gathers (torch's take checks bounds element by
-        # element: 20 times slower there); elsewhere the device's tensors
-        self.cpu = self.device.type == "cpu"
-        self.arrays = (
-            arrays
-            if self.cpu
-            else {k: torch.as_tensor(v, device=self.device) for k, v in arrays.items()}
-        )
+        if not self.cpu:
+            arrays = {k: torch.as_tensor(v, device=device) for k, v in arrays.items()}
+        self.arrays = {**arrays, "flat": tables.flat, "guides": tables.guides}
 
     @property
     def reach(self):
         """The largest ``|k|`` drawn."""
-        return max(t.half_width for t in self.tables)
+        return int(max(self.tables[i].half_width for i in np.unique(self.which)))
 
     def sample(self, words):
         """``k`` of shape (w, d) for the window's words (a torch int64 tensor
@@ -371,6 +365,40 @@ class RowSampler:
                 np.searchsorted(table.thresholds, int(words[i]), side="right")
             )
         return count
+
+
+class TableSet:
+    """The rounded-noise tables of a set of scale values, laid end to end.
+
+    What :class:`RowSampler` gathers from: every table's thresholds, each
+    followed by ``+inf``, and every table's guide, in one array each, so the
+    rows of a block share them (a row of ANCER's per-coordinate scales would
+    otherwise copy hundreds of tables).
+
+    Parameters
+    ----------
+    family : NoiseFamily
+    values : ndarray
+        Distinct scale values, ascending.
+    step : float
+    device : torch.device
+    """
+
+    def __init__(self, family, values, step, device):
+        self.values = np.asarray(values, dtype=np.float64)
+        self.tables = [rounded_table(family, v, step) for v in self.values]
+        sizes = np.array([len(t.thresholds) + 1 for t in self.tables])
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = np.full(sizes.sum(), np.iinfo(np.int64).max)
+        for offset, t in zip(self.offsets, self.tables):
+            flat[offset : offset + len(t.thresholds)] = t.thresholds
+        guides = np.concatenate([t.guide() for t in self.tables])
+        self.half = np.array([t.half_width for t in self.tables], dtype=np.int32)
+        # on the CPU numpy's gathers (torch's take checks bounds element by
+        # element: 20 times slower there); elsewhere the device's tensors
+        self.cpu = torch.device(device).type == "cpu"
+        self.flat = flat if self.cpu else torch.as_tensor(flat, device=device)
+        self.guides = guides if self.cpu else torch.as_tensor(guides, device=device)
 
 
 class RawWords:
