@@ -502,3 +502,15 @@ def test_l1_families_certify_on_the_grid_below_the_exact_probability(noise):
     assert cert.radius[0] == pytest.approx(
         family.c * family.gap(cert.p_lower[0]) * sigma, rel=1e-12
     )
+
+
+def test_ucan_pattern_runs_on_the_grid(digits):
+    X, y = digits
+    images = X[:40].reshape(-1, 1, 8, 8)
+    clf = SmoothedClassifier(
+        strategy="ucan_pattern", grid=H, n=200, n0=20, max_epochs=0, random_state=0
+    ).fit(images, y[:40])
+    cert = clf.certify(images[:5])
+    levels = np.log2(np.asarray(cert.scale)) * 256
+    assert np.allclose(levels, np.rint(levels), atol=1e-6)
+    assert cert.smoothing.endswith("grid=0.0625")
