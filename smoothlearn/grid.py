@@ -72,11 +72,10 @@ GRID_AUTO_STEPS = (1.0, *(1.0 / q for q in range(2, 257)))
 #: Per-input scale values are rounded to the nearest ``2^(i / SCALE_LEVELS)``.
 SCALE_LEVELS = 256
 
-#: A table's guide has a bucket per value of a word's top GUIDE_BITS bits
-#: (:meth:`RoundedTable.guide`): small enough to stay in cache, large enough
-#: that few buckets hold a threshold.
-GUIDE_BITS = 12
-GUIDE_BUCKETS = 2**GUIDE_BITS
+#: A table's guide has a bucket per value of a word's top bits, about
+#: 2^GUIDE_SPARE buckets per threshold (:meth:`RoundedTable.guide`): few
+#: buckets hold a threshold, and the guide stays a few times the table.
+GUIDE_SPARE = 3
 
 #: Each tail left out of a table has mass below ``2^-TAIL_BITS``.
 TAIL_BITS = 70
@@ -249,15 +248,23 @@ class RoundedTable:
         table = torch.as_tensor(self.thresholds, device=words.device)
         return torch.searchsorted(table, words, right=True).sub_(self.half_width)
 
+    @property
+    def guide_bits(self):
+        """How many of a word's top bits index :meth:`guide`: about
+        ``2^GUIDE_SPARE`` buckets per threshold, 8 to 20."""
+        need = int(np.ceil(np.log2(len(self.thresholds) + 1))) + GUIDE_SPARE
+        return min(max(need, 8), 20)
+
     def guide(self):
-        """Per bucket ``b`` of the words' top :data:`GUIDE_BITS` bits: ``2 c +
+        """Per bucket ``b`` of the words' top :attr:`guide_bits` bits: ``2 c +
         flag``, ``c`` the count of thresholds at or below the bucket's first
         word, ``flag`` whether a threshold may lie inside it (then ``c`` is
-        where counting starts). Cached; int32 of shape (GUIDE_BUCKETS,).
+        where counting starts). Cached; int32 of shape (2^guide_bits,).
         """
         if getattr(self, "_guide", None) is None:
-            first = np.arange(GUIDE_BUCKETS, dtype=np.int64) - GUIDE_BUCKETS // 2
-            first <<= 64 - GUIDE_BITS
+            buckets = 2**self.guide_bits
+            first = np.arange(buckets, dtype=np.int64) - buckets // 2
+            first <<= 64 - self.guide_bits
             low = np.searchsorted(self.thresholds, first, side="right")
             # thresholds below the next bucket's first word (the last bucket
             # ends at the top of the range, past which no threshold lies)
@@ -307,7 +314,8 @@ class RowSampler:
         self.cpu = tables.cpu
         arrays = {
             "base": tables.offsets[which],
-            "guide_base": which * GUIDE_BUCKETS + GUIDE_BUCKETS // 2,
+            "guide_base": tables.guide_offsets[which],
+            "shift": 64 - tables.bits[which],
             "half": tables.half[which],
         }
         if not self.cpu:
@@ -331,7 +339,7 @@ class RowSampler:
             def flat_nonzero(x):
                 return torch.nonzero(x.reshape(-1)).reshape(-1)
 
-        guide = take(a["guides"], (words >> (64 - GUIDE_BITS)) + a["guide_base"])
+        guide = take(a["guides"], (words >> a["shift"]) + a["guide_base"])
         count = guide >> 1
         unsure = flat_nonzero(guide & 1)
         if len(unsure):
@@ -392,7 +400,12 @@ class TableSet:
         flat = np.full(sizes.sum(), np.iinfo(np.int64).max)
         for offset, t in zip(self.offsets, self.tables):
             flat[offset : offset + len(t.thresholds)] = t.thresholds
-        guides = np.concatenate([t.guide() for t in self.tables])
+        guides = [t.guide() for t in self.tables]
+        self.bits = np.array([t.guide_bits for t in self.tables], dtype=np.int64)
+        # where each guide's middle bucket (a word's top bits read signed) lies
+        starts = np.concatenate([[0], np.cumsum([len(g) for g in guides])[:-1]])
+        self.guide_offsets = starts + 2**self.bits // 2
+        guides = np.concatenate(guides)
         self.half = np.array([t.half_width for t in self.tables], dtype=np.int32)
         # on the CPU numpy's gathers (torch's take checks bounds element by
         # element: 20 times slower there); elsewhere the device's tensors
