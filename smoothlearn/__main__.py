@@ -69,6 +69,22 @@ def _hidden(text):
     return units
 
 
+def _grid_step(text):
+    """``--grid``: 'auto', a step, or a fraction such as 1/255."""
+    if text == "auto":
+        return text
+    try:
+        num, _, den = text.partition("/")
+        step = float(num) / float(den) if den else float(num)
+    except (ValueError, ZeroDivisionError):
+        step = float("nan")
+    if not (step > 0 and step < float("inf")):
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto' or a step > 0 such as 1/255; got {text!r}"
+        )
+    return step
+
+
 def _add_radii(parser):
     parser.add_argument(
         "--radii",
@@ -153,6 +169,12 @@ def _add_common(parser, default_strategies):
     )
     model.add_argument(
         "--sigma", type=_positive_float, default=0.25, help="noise level (0.25)"
+    )
+    model.add_argument(
+        "--grid",
+        type=_grid_step,
+        help="smooth on the inputs' grid, sound in floating point: its step "
+        "(1/16 for digits, 1/255 for 8-bit images) or 'auto' (default: float noise)",
     )
     model.add_argument(
         "--max-epochs", type=int, default=20, help="training epochs (20)"
@@ -471,6 +493,7 @@ def _train(args, data, strategy):
         training=args.training or ("stability" if args.denoiser else "gaussian"),
         noise=args.noise,
         sigma=args.sigma,
+        grid=args.grid,
         max_epochs=args.max_epochs,
         lr=args.lr,
         device=args.device,
@@ -696,6 +719,7 @@ def run(args):
             batch_size=args.batch_size,
             random_state=args.random_state,
             n_jobs=args.n_jobs,
+            **({} if args.grid is None else {"grid": args.grid}),
             verbose=0 if args.quiet else 1,
         )
         log = os.path.join(args.out, f"certify_{strategy}.jsonl")
@@ -721,6 +745,7 @@ def run(args):
     header = (
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
         f"sigma={clf.sigma} n={args.n} alpha={args.alpha}"
+        + ("" if clf._grid() is None else f" grid={clf._grid().step:.6g}")
         + ("" if denoiser is None else f" denoiser={type(denoiser).__name__}")
         + ("" if scaler is None else f" standardize=1 space={args.space}")
         + (

@@ -47,7 +47,8 @@ def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
     task : SmoothingTask
         The classifier as the engine runs it: its strategy, noise family and
         settings (``sigma``, ``n0``, ``n``, ``alpha``, ``radius_tolerance``,
-        and the ``radius`` of a sequential decision).
+        the ``radius`` of a sequential decision, and the grid step where
+        there is one).
     module : torch.nn.Module
         The fitted base network (its weights are hashed).
     noise_generator : torch.nn.Module or None
@@ -56,7 +57,7 @@ def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
     classes : ndarray
         The fitted classes.
     """
-    return {
+    fingerprint = {
         "network": network_digest(module),
         "noise_generator": None
         if noise_generator is None
@@ -75,6 +76,10 @@ def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
         "input_shape": list(input_shape),
         "classes": [str(c) for c in classes],
     }
+    if getattr(task, "grid", None) is not None:
+        # another smoothed classifier; float-noise logs keep their fingerprint
+        fingerprint["grid"] = task.grid.step
+    return fingerprint
 
 
 class CheckpointLog:

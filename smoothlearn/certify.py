@@ -27,6 +27,7 @@ import numpy as np
 
 # by module: the names that lived here before are not this module's own
 from . import banks, blocks, bounds, counting
+from .grid import RawWords, quantised_scale, sampling_slack
 from .network import FlatInputNetwork
 from .scale import Scale
 
@@ -59,6 +60,11 @@ class SmoothingTask:
         Decide "certified at ``radius``" sequentially
         (:func:`~smoothlearn.bounds.sequential_looks`) instead of estimating
         each bound with ``n`` draws; overrides ``radius_tolerance``.
+    grid : smoothlearn.grid.Grid, default=None
+        Smooth on the inputs' grid (:mod:`smoothlearn.grid`): selection and
+        estimation draw the rounded noise exactly, in integers; the scale's
+        values are those of :func:`~smoothlearn.grid.quantised_scale`, and
+        each bound gives up the sampler's total-variation slack.
     """
 
     network: FlatInputNetwork
@@ -71,6 +77,7 @@ class SmoothingTask:
     batch_size: int
     radius_tolerance: float | None = None
     radius: float | None = None
+    grid: object = None
 
     def smoothing(self, X, key):
         """The strategy's :class:`~smoothlearn.scale.Scale` for ``X`` (with its
@@ -100,15 +107,37 @@ class SmoothingTask:
         return answer
 
     def bank(self, key, which, n_features):
-        """The call's bank ``which``, drawn on the device that certifies."""
+        """The call's bank ``which``, drawn on the device that certifies: on the
+        grid, the selection and estimation banks hold raw words
+        (:class:`~smoothlearn.grid.RawWords`)."""
+        family = self.family
+        if self.grid is not None and which != banks.OPTIMISATION:
+            family = RawWords(self.family)
         return banks.NoiseBank(
-            key, which, self.family, n_features, device=self.network.device
+            key, which, family, n_features, device=self.network.device
         )
 
     def prepare(self, X, key):
         """``(run, recorded)``: the strategy's scale as the engine runs it and
-        as a certificate records it (:meth:`~smoothlearn.scale.Scale.as_run`)."""
-        return self.smoothing(X, key).as_run()
+        as a certificate records it (:meth:`~smoothlearn.scale.Scale.as_run`;
+        on the grid, both the :func:`~smoothlearn.grid.quantised_scale` of its
+        values, exactly)."""
+        return self._as_run(self.smoothing(X, key))
+
+    def _as_run(self, answer):
+        if self.grid is None:
+            return answer.as_run()
+        if answer.kind == "rotated" or answer.offset is not None:
+            raise ValueError(
+                f"strategy {self.strategy.name!r} smooths with "
+                + ("a rotated scale" if answer.kind == "rotated" else "a mean offset")
+                + ", which has no exact sampler on the grid (round(S z / h) is not a "
+                "product of one-dimensional laws); use grid=None with it, or an "
+                "isotropic or diagonal strategy (cohen, isotropic_dd, ancer, "
+                "ucan_pattern) on the grid."
+            )
+        quantised = Scale(quantised_scale(answer.values))
+        return quantised, Scale(quantised.values.copy())
 
     def count(self, X, run, bank, n_draws, *, rows=None, first_row=0):
         """Class counts of rows ``rows`` (all by default) over ``n_draws`` bank rows
@@ -124,6 +153,7 @@ class SmoothingTask:
             batch_size=self.batch_size,
             first_row=first_row,
             progress=blocks.report_draws,
+            grid=self.grid,
         )
 
     def counts(self, X, key, which):
@@ -169,6 +199,12 @@ class SmoothingTask:
             for size in np.unique(n_draws):  # ascending: extend the inputs still short
                 counter.extend_to(np.flatnonzero(n_draws >= size), size)
             p_lower = bounds.clopper_pearson_lower(counter.k, n_draws, self.alpha)
+        if self.grid is not None:
+            # the draws' law is within this total variation of the rounded law
+            slack = sampling_slack(
+                self.family, recorded.per_coordinate(X.shape[1]), self.grid.step
+            )
+            p_lower = np.maximum(p_lower - slack, 0.0)
         top, p_lower, gap, _ = bounds.certificate_from_bound(top, p_lower, self.family)
         seconds = (time.perf_counter() - start) / len(top)
         return blocks.BlockResult(
@@ -221,7 +257,7 @@ class SmoothingTask:
                 f"strategy {self.strategy.name!r} smooths along a rotated basis: "
                 "its scale is not per coordinate; use certify(X).scale_matrix(i)."
             )
-        run, _ = answer.as_run()
+        run, _ = self._as_run(answer)
         offset = np.zeros_like(X) if run.offset is None else run.offset
         return offset, run.per_coordinate(X.shape[1])
 

@@ -51,7 +51,16 @@ class _PlainResponse:
 
 
 def count_classes(
-    network, X, scale, bank, n_draws, *, batch_size, first_row=0, progress=None
+    network,
+    X,
+    scale,
+    bank,
+    n_draws,
+    *,
+    batch_size,
+    first_row=0,
+    progress=None,
+    grid=None,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
@@ -80,6 +89,9 @@ def count_classes(
         ``progress(n_inputs, n_draws)`` after each forward pass: that many
         inputs counted that many more draws each
         (:func:`~smoothlearn.blocks.report_draws`).
+    grid : smoothlearn.grid.Grid, default=None
+        Count on the grid instead (:func:`_count_on_grid`): ``bank`` then
+        holds raw 64-bit words and ``scale`` the values the tables are for.
 
     Returns
     -------
@@ -93,6 +105,12 @@ def count_classes(
     device, K = network.device, network.n_classes
     counts = torch.zeros((m, K), dtype=torch.int64, device=device)
     if m == 0 or n_draws == 0:
+        return counts.cpu().numpy()
+    if grid is not None:
+        _count_on_grid(
+            network, X, scale, bank, n_draws, counts, batch_size, first_row, grid,
+            progress,
+        )
         return counts.cpu().numpy()
     if scale.kind == "diagonal" and scale.shared_parts() is None:
         # per-input diagonals share no structure, but a row whose values are
@@ -149,6 +167,76 @@ def count_classes(
                 if progress is not None:
                     progress(i1 - i0, z.shape[0])
     return counts.cpu().numpy()
+
+
+def _count_on_grid(
+    network, X, scale, bank, n_draws, counts, batch_size, first, grid, progress
+):
+    """:func:`count_classes` on the grid (:mod:`smoothlearn.grid`), into ``counts``.
+
+    Each input's noisy inputs are ``j + k`` in integers, ``k`` drawn from the
+    bank's words by the input's rounded tables; the network sees
+    :meth:`~smoothlearn.grid.Grid.inputs` of them and nothing else (no
+    first-layer reuse: ``L x + L (S z)`` is not a function of the sum).
+    Inputs with the same scale share each window's ``k``. The integers are
+    held as float32, exact below ``2^24`` (checked), so ``j + k`` is the
+    integer sum and ``fl32(j + k) * fl32(h)`` one rounding of it, as
+    :meth:`~smoothlearn.grid.Grid.inputs` computes.
+    """
+    from .grid import RowSampler, TableSet
+
+    if scale.kind == "rotated" or scale.offset is not None:
+        raise ValueError(
+            "on the grid, scales are isotropic or diagonal and carry no offset"
+        )
+    device, K = network.device, network.n_classes
+    m, d = X.shape
+    j = grid.indices(X)
+    per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
+    family = bank.family.rounded
+    tables = TableSet(family, np.unique(per), grid.step, device)
+    samplers = {}
+    row_keys = []
+    for row in per:
+        key = row.tobytes()
+        if key not in samplers:
+            samplers[key] = RowSampler(family, row, grid.step, device, tables)
+        row_keys.append(key)
+    reach = max(s.reach for s in samplers.values())
+    if np.abs(j).max() + reach >= 2**24:
+        raise ValueError(
+            "on the grid, |x / step| plus the noise's reach must stay below 2^24"
+        )
+    j = torch.as_tensor(j.astype(np.float32), device=device)
+    levels = None
+    if network.noise_level_rule is not None:  # a denoiser told each input's level
+        levels = torch.as_tensor(noise_levels(scale, d, network.noise_level_rule))
+        levels = levels.to(device)
+    batch_size = network.batch_size_for(batch_size)
+    window = min(n_draws, batch_size)
+    group = max(1, batch_size // window)
+    network.module.eval()
+    with torch.inference_mode():
+        stop = first + n_draws
+        for start in range(first, stop, window):
+            words = bank.rows(start, min(start + window, stop)).to(device)
+            drawn = {}  # one k per distinct scale and window
+            for i0 in range(0, m, group):
+                i1 = min(i0 + group, m)
+                ks = []
+                for key in row_keys[i0:i1]:
+                    if key not in drawn:
+                        drawn[key] = samplers[key].sample(words)
+                    ks.append(drawn[key])
+                k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
+                noisy = grid.inputs(torch.add(j[i0:i1, None], k))
+                level = None
+                if levels is not None:  # input-major, as the noisy copies
+                    level = levels[i0:i1].repeat_interleave(words.shape[0])
+                scores = network.logits(noisy.reshape(-1, d), noise_level=level)
+                _add_votes(counts, i0, i1, scores.argmax(dim=1), words.shape[0], K)
+                if progress is not None:
+                    progress(i1 - i0, words.shape[0])
 
 
 def _isotropic(scale):

@@ -20,6 +20,7 @@ from ..blocks import BlockResult, run_blocks
 from ..bounds import predict_from_counts
 from ..certify import SmoothingTask
 from ..denoisers import DenoisedNetwork, DiffusionDenoiser, default_denoiser_for
+from ..grid import Grid, resolve_grid
 from ..network import check_output_size
 from ..noise import NOISES, get_noise
 from ..regions import Certificates, class_labels, resolve_abstain_label
@@ -125,6 +126,27 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
 
     sigma : float, default=0.25
         Per-coordinate standard deviation of the noise (for every family).
+
+    grid : None, float or 'auto', default=None
+        Smoothing on the inputs' grid (:mod:`smoothlearn.grid`), so that a
+        certificate holds for the arithmetic that runs: the inputs lie on
+        multiples of this step (``1/255`` for 8-bit images in [0, 1], ``1/16``
+        for scikit-learn's digits divided by 16, ``1`` for raw pixels), in the
+        space this classifier sees (after any pipeline step before it). Noise
+        is drawn exactly on the grid (the rounded family, from random
+        integers against thresholds computed in mpmath), added in integers,
+        and the network sees a fixed function of the integer vector; the
+        certified region is the usual one, and it covers every grid point in
+        it. ``'auto'`` detects the coarsest step ``1`` or ``1/q`` (q <= 256) of
+        the training inputs in ``fit`` (``grid_``). Isotropic and diagonal
+        scales only (cohen, isotropic_dd, ancer, ucan_pattern); per-input
+        scale values are rounded to the nearest ``2^(i/256)``. None (the
+        default) adds float noise: float32 arithmetic in ``x + S z`` is then
+        not covered (Voracek and Hein, ICLR 2023).
+
+    off_grid : {'raise', 'round'}, default='raise'
+        With a ``grid``: refuse inputs off the grid (ValueError), or round
+        them to the nearest grid point (the certificate is that point's).
 
     n0 : int, default=100
         Selection draws per input (which class to certify).
@@ -237,6 +259,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         scikit-learn counts them once images are flattened).
     input_shape_ : tuple of int
         Shape of one input seen in ``fit`` (``X.shape[1:]``).
+    grid_ : float or None
+        The grid step used: ``grid`` as given, or the one ``'auto'`` detected
+        in ``fit`` (None: float noise).
     net_ : skorch.NeuralNetClassifier
         The trained skorch network (its torch module is ``net_.module_``).
     noise_ : NoiseFamily
@@ -295,6 +320,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         "training": [StrOptions(set(TRAININGS)), HasMethods(["loss"])],
         "noise": [StrOptions(set(NOISES)), HasMethods(["sample", "gap"])],
         "sigma": [Interval(Real, 0, None, closed="neither")],
+        "grid": [None, StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "off_grid": [StrOptions({"raise", "round"})],
         "n0": [Interval(Integral, 1, None, closed="left")],
         "n": [Interval(Integral, 1, None, closed="left")],
         "radius_tolerance": [None, Interval(Real, 0, 1, closed="neither")],
@@ -327,6 +354,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         training="gaussian",
         noise="gaussian",
         sigma=0.25,
+        grid=None,
+        off_grid="raise",
         n0=100,
         n=100_000,
         radius_tolerance=None,
@@ -352,6 +381,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.training = training
         self.noise = noise
         self.sigma = sigma
+        self.grid = grid
+        self.off_grid = off_grid
         self.n0 = n0
         self.n = n
         self.radius_tolerance = radius_tolerance
@@ -492,6 +523,17 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         X, image_shape = _flatten_images(X)
         X, y = validate_data(self, X, y, dtype=np.float32)
         input_shape = image_shape or tuple(X.shape[1:])
+        grid_step = resolve_grid(self.grid, X)
+        if grid_step is not None:  # training inputs on the grid, as checked later
+            X = _on_grid(X, Grid(grid_step, self.off_grid))
+        elif self.grid == "auto":
+            warnings.warn(
+                "grid='auto' found no grid step 1 or 1/q (q <= 256) that the "
+                "training inputs lie on: certification adds float noise "
+                "(grid_=None), whose float32 arithmetic is not covered.",
+                UserWarning,
+                stacklevel=2,
+            )
         X = X.reshape(len(X), *input_shape)
         check_classification_targets(y)
         encoder = LabelEncoder()
@@ -506,6 +548,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         family = get_noise(self.noise)
         strategy = get_strategy(self.strategy)
         strategy.check(family, input_shape)
+        _check_grid_strategy(grid_step, strategy)
         training = get_training(self.training)
         training.check(denoiser=self.denoiser is not None)
         self._check_denoised_module()
@@ -554,6 +597,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.memories_ = {}
         self.classes_ = classes
         self.input_shape_ = input_shape
+        self.grid_ = grid_step
         self.noise_ = family
         self.noise_generator_ = getattr(net, "noise_generator_", None)
         strategy.attach(net)
@@ -685,8 +729,24 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             self.strategy, self.strategy_, self.noise_, self.input_shape_
         )
 
+    def _grid(self):
+        """The :class:`~smoothlearn.grid.Grid` certification runs on, or None."""
+        if self.grid is None:
+            return None
+        step = self.__dict__.get("grid_") if self.grid == "auto" else self.grid
+        return None if step is None else Grid(step, self.off_grid)
+
+    def _inputs(self, X):
+        """Checked flat float32 inputs (:meth:`_validate_X`), on the grid where
+        there is one: checked there before any work, or rounded to it."""
+        X = self._validate_X(X)
+        grid = self._grid()
+        return X if grid is None else _on_grid(X, grid)
+
     def _task(self, strategy, radius=None):
         """The engine's picture of this classifier under ``strategy``."""
+        grid = self._grid()
+        _check_grid_strategy(grid, strategy)
         return SmoothingTask(
             network=certification_network(
                 self.net_, self.input_shape_, len(self.classes_)
@@ -700,6 +760,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             batch_size=self.batch_size,
             radius_tolerance=self.radius_tolerance,
             radius=radius,
+            grid=grid,
         )
 
     def _run_blocks(self, work, X_flat, key, checkpoint=None, draws_per_input=None):
@@ -761,9 +822,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"radius must be a finite number >= 0 or None; got {radius!r}."
             )
-        X_flat = self._validate_X(X)
         # settings may have changed since fit (set_params): check them before work
         self._validate_params()
+        X_flat = self._inputs(X)
         strategy = self._certification_strategy()
         memory = self._memory_for(strategy)
         # the task holds the network and strategy, not the estimator: workers
@@ -848,10 +909,14 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """
         n_features = int(np.prod(self.input_shape_))
         strategy = strategy.resolved(n_features, len(self.classes_))
-        return describe_smoothing(strategy, self.noise_, self.sigma)
+        described = describe_smoothing(strategy, self.noise_, self.sigma)
+        grid = self._grid()
+        # another smoothed classifier (rounded noise, a function of the grid
+        # point): its own memory and record
+        return described if grid is None else f"{described} grid={grid.step!r}"
 
     def _estimation_counts(self, X):
-        X_flat = self._validate_X(X)
+        X_flat = self._inputs(X)
         task = self._task(self._certification_strategy())
         counts = self._run_blocks(
             task.estimation_counts,
@@ -883,7 +948,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             For rotated scales (no per-coordinate form); use
             ``certify(X).scale_matrix(i)``.
         """
-        X_flat = self._validate_X(X)
+        X_flat = self._inputs(X)
         task = self._task(self._certification_strategy())
         blocks = self._run_blocks(
             task.noise_parameters, X_flat, bank_key(self.random_state)
@@ -1015,6 +1080,26 @@ def _check_nested_params(name, current, nested):
             f"Invalid parameter {param!r} for {shown} ({name}__{key}; its "
             f"parameters: {takes}): {where}{fix}."
         )
+
+
+def _check_grid_strategy(grid, strategy):
+    """Refuse, before any work, a strategy the grid path cannot sample exactly."""
+    if grid is not None and not getattr(strategy, "on_grid", True):
+        raise ValueError(
+            f"strategy {strategy.name!r} has no exact sampler on the grid (rotated "
+            "scales and mean offsets: round(S z / h) is not a product of "
+            "one-dimensional laws); use grid=None with it, or cohen, isotropic_dd, "
+            "ancer or ucan_pattern on the grid."
+        )
+
+
+def _on_grid(X, grid):
+    """``X`` checked on ``grid`` (or rounded to it), as float32 grid points."""
+    shape = X.shape
+    j = grid.indices(X.reshape(len(X), -1))
+    if grid.off_grid == "raise":
+        return X
+    return (j * grid.step).astype(np.float32).reshape(shape)
 
 
 def _flatten_images(X):

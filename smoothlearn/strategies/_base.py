@@ -99,6 +99,9 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
     certification_params : tuple of str
         ...except these, which only certification reads (``compare_draws``):
         the fitted strategy certifies with their new values.
+    on_grid : bool
+        True when its scales are isotropic or diagonal with no mean offset,
+        which the grid path samples exactly (:mod:`smoothlearn.grid`).
     """
 
     #: Parameters added in a later version, with the value that behaves as
@@ -110,6 +113,7 @@ class BaseStrategy(RenamedParamsMixin, BaseEstimator):
     data_dependent = False
     shared_scale = True
     trained_in_fit = False
+    on_grid = True
     certification_params = ()
     noises = ("gaussian", "uniform", "laplace")
     _parameter_constraints: dict = {}

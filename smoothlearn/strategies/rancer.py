@@ -120,6 +120,8 @@ class RANCER(StartsFromIsotropic):
     name = "rancer"
     data_dependent = True
     shared_scale = False
+    #: rotated scales: round(S z / h) is no product law, no exact sampler
+    on_grid = False
     noises = ("gaussian",)
 
     _parameter_constraints = {

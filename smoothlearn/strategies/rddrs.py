@@ -192,6 +192,8 @@ class RDDRS(StartsFromIsotropic):
     name = "rddrs"
     data_dependent = True
     shared_scale = False
+    #: rotated scales: round(S z / h) is no product law, no exact sampler
+    on_grid = False
     noises = ("gaussian",)
 
     _parameter_constraints = {

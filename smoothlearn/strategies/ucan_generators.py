@@ -37,6 +37,8 @@ class _GeneratorStrategy(BaseStrategy):
 
     #: SmoothedClassifier trains the generator in fit and certifies with it
     trained_in_fit = True
+    #: a mean offset moves the rounding: no exact sampler on the grid
+    on_grid = False
 
     _parameter_constraints = {
         "max_multiplier": [Interval(Real, 0, None, closed="neither")],
