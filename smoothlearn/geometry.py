@@ -182,10 +182,18 @@ def support_extent(region, v):
     """``max over x in region of v.(x - center)``: the support function at ``v``.
 
     ``||T v||`` in the dual norm (``T = rho S`` is symmetric): l2 for an
-    ellipsoid, the max-norm for an l1 cross-polytope.
+    ellipsoid, the max-norm for an l1 cross-polytope. A proved upper bound:
+    an ellipsoid's is ``sqrt(v^T M v)`` with its rounding bounded against the
+    quantities rounded (:meth:`~smoothlearn.scale.Scale.support`; a cut
+    region's from ``S^2 - C C^T`` directly, never through its factor's
+    ``sqrt(1 - sv^2)``); a cross-polytope's element-wise products within
+    ``4 eps``.
     """
+    if region.norm == "l2":
+        return region.form.support(0, v, factor=region.rho)
     stretched = region.stretch(v)
-    return float(np.linalg.norm(stretched, ord=2 if region.norm == "l2" else np.inf))
+    eps = np.finfo(np.float64).eps
+    return float(np.linalg.norm(stretched, ord=np.inf)) * (1.0 + 4.0 * eps)
 
 
 #: Relative margin a separating hyperplane must clear before two regions count

@@ -48,6 +48,11 @@ from scipy.optimize import brentq
 
 __all__ = ["Scale"]
 
+#: Relative margin a cut keeps inside its slab (of the slab's squared
+#: extent): with the pair's margin between the slabs, two cut regions of
+#: different labels are apart by a margin whatever the memory's ``eps``.
+CUT_MARGIN = 2e-9
+
 #: Names of a Scale's arrays where they are stored apart: keyword arguments of
 #: :class:`~smoothlearn.regions.Certificates` and the fields of a checkpoint
 #: log's rows.
@@ -429,24 +434,42 @@ class Scale:
         """
         v = np.asarray(direction, dtype=np.float64)
         row = self[[i]]
-        mv = row._covariance_apply(0, v)
-        s = float(v @ mv)
+        extent = float(extent)
+        base_v = row._apply_base(0, v, 1.0, 1.0)  # S v
+        old = row.row_cuts(0)
+        cut_v = np.zeros(0) if old is None else old.T @ v  # C^T v
+        mv = row._apply_base(0, base_v, 1.0, 1.0)
+        if old is not None:
+            mv = mv - old @ cut_v
+        s = float(base_v @ base_v) - float(cut_v @ cut_v)
+        # rounding is bounded against the quantities rounded: the base's
+        # ||S v||^2 and the earlier cuts' ||C^T v||^2 (earlier cuts can make
+        # them far larger than s), and M v in the new column
         eps = np.finfo(np.float64).eps
-        g2 = float(extent) ** 2 * (1.0 - 2e-9) - 64 * n_features * eps * s
+        allowance = 3.0 * row._support_rounding(0, v, base_v, cut_v) + 16.0 * (
+            n_features + 2
+        ) * eps * float(np.linalg.norm(mv) * np.linalg.norm(v))
+        target = extent**2 * (1.0 - CUT_MARGIN)
+        g2 = target - allowance
         if s <= g2:
             return row
-        if not g2 > 1e-12 * s:
-            return None
-        column = (np.sqrt(s - g2) / s) * mv
-        if keep is not None and keep**2 < g2:
-            kept = row._ball_keeping_direction(v, mv, s - g2, float(keep) ** 2)
-            if kept is not None:
-                column = kept * (np.sqrt(s - g2) / float(v @ kept))
-        old = row.cuts
-        cuts = column[None, :, None]
-        if old is not None:
-            cuts = np.concatenate([np.asarray(old, dtype=np.float64), cuts], axis=2)
-        return Scale(**{**row._arrays(), "cuts": cuts})
+        for _ in range(4):
+            if not g2 > 1e-12 * s:
+                return None
+            column = (np.sqrt(s - g2) / s) * mv
+            if keep is not None and keep**2 < g2:
+                kept = row._ball_keeping_direction(v, mv, s - g2, float(keep) ** 2)
+                if kept is not None:
+                    column = kept * (np.sqrt(s - g2) / float(v @ kept))
+            cuts = column[:, None] if old is None else np.hstack([old, column[:, None]])
+            out = Scale(**{**row._arrays(), "cuts": cuts[None]})
+            # proved, not assumed: the new row's support along v (a sound
+            # upper bound, its rounding bounded) inside the slab's margin
+            support = out.support(0, v)
+            if support**2 <= target and np.isfinite(support):
+                return out
+            g2 -= support**2 - target + allowance
+        return None
 
     def _ball_keeping_direction(self, v, mv, tau, r2):
         """For row 0: ``u = (M^-1 + mu N^-1)^-1 v`` (``N = M - r2 I``) with the
@@ -584,48 +607,162 @@ class Scale:
         return smallest
 
     def _cut_smallest(self, i, base):
-        """A sound lower bound of the smallest singular value of row ``i``'s
-        cut region, ``sqrt(lambda_min(S^2 - C C^T))``.
+        """A proved lower bound of the smallest singular value of row ``i``'s
+        cut region, ``sqrt(lambda_min(S^2 - C C^T))`` (``S`` as
+        :meth:`apply` runs it).
 
-        Below ``lambda_min(S^2)``, ``S^2 - lam I - C C^T`` is positive definite
-        iff ``phi(lam) = lambda_max(C^T (S^2 - lam I)^-1 C) < 1``, and ``phi``
-        increases with ``lam``: a root search of size ``q`` where ``(S^2 - lam
-        I)^-1`` is closed-form (isotropic, diagonal, rotated on a basis
-        orthonormal to rounding), kept where ``phi`` is below 1 by a margin
-        (1e-9) far above its rounding; ``lam`` stays below ``(1 - 1e-6)
-        lambda_min(S^2)`` so that ``S^2 - lam I`` loses at most six digits
-        to cancellation. Otherwise (a diagonal frame, a basis orthonormal only
-        to more than rounding) the dense eigenvalues less a bound on their
-        rounding, O(d^3) once per row.
+        Below ``lambda_min(S^2)``, ``S^2 - lam I - C C^T`` is positive
+        semidefinite iff ``||Q(lam)|| <= 1``, ``Q(lam) = (S^2 - lam I)^-1/2
+        C``, which grows with ``lam``. Where ``(S^2 - lam I)^-1/2`` is
+        closed-form (isotropic, diagonal, rotated on a basis orthonormal to
+        rounding) ``Q`` is formed in the base's own frame and ``lam`` is
+        accepted only where ``||Q||`` plus a bound on its rounding stays below
+        ``1 - 1e-12``: the bound grows with ``(s_min^2 - lam)^-1/2`` and
+        ``||C||``, so it holds at any condition number (an ill-conditioned
+        row gets a smaller ``lam``, never a larger one). ``S^2`` as run
+        differs from the closed form by ``U D (U^T U - I) D U^T`` (``D =
+        diag(s - r)``), which is subtracted from ``lam`` (Weyl). Otherwise (a
+        diagonal frame, a basis orthonormal only to more than rounding) the
+        dense eigenvalues less a bound on their rounding taken against
+        ``||S||^2 + ||C||_F^2`` (the covariance is formed by cancellation
+        against ``S^2``), O(d^3) once per row.
         """
         cuts = self.row_cuts(i)
         margin = 1e-9
         d = cuts.shape[0]
         eps = np.finfo(np.float64).eps
+        largest = float(self.largest()[i])
+        cut_norm2 = float(np.sum(cuts**2))
         dense = self.frame is not None
         if self.kind == "rotated" and not dense:
             dense = not orthonormal_to_rounding(self.basis[i])
         if dense:
             lam = np.linalg.eigvalsh(self.covariance(i, d))
-            # eigvalsh's error is within a few d eps ||M||, ||M|| = lam[-1]
-            low = float(lam[0]) - 16 * d * eps * float(np.abs(lam).max())
+            # forming S S - C C^T: each entry within d eps of |S||S| + |C||C^T|
+            # (spectral norm below d ||S||^2 + ||C||_F^2); eigvalsh's backward
+            # error a few d eps ||M||
+            rounding = (2.0 * d + 32.0) * d * eps * (largest**2 + cut_norm2)
+            low = float(lam[0]) - rounding
             return float(np.sqrt(max(low, 0.0) * (1.0 - margin)))
         cap = float(base) ** 2 * (1.0 - 1e-6)
+        defect = 0.0
+        if self.kind == "rotated":
+            u = np.asarray(self.basis[i], dtype=np.float64)
+            k = u.shape[1]
+            gram_error = float(np.linalg.norm(u.T @ u - np.eye(k)))
+            spread = float(
+                np.abs(np.asarray(self.values[i], dtype=np.float64) - self.rest[i]).max()
+            )
+            spread2 = float(
+                np.abs(
+                    np.asarray(self.values[i], dtype=np.float64) ** 2
+                    - float(self.rest[i]) ** 2
+                ).max()
+            )
+            # S S as run against the closed form on the orthonormal polar
+            # factor P of U (||U - P|| <= gram_error): ||U D (U^T U - I) D
+            # U^T|| and ||U E U^T - P E P^T||, E = diag(s^2 - r^2)
+            defect = (1.0 + gram_error) * gram_error * (spread**2 + 3.0 * spread2)
+            # forming U^T C and C - U U^T C (rounding, and U against P):
+            # absolute, against ||C||
+            coordinate_error = (
+                4.0 * (d + k + 4) * np.sqrt(k + 1.0) * eps + 4.0 * gram_error
+            )
+        else:
+            coordinate_error = 0.0
+        cut_norm = np.sqrt(cut_norm2)
 
-        def phi(lam):
-            shifted = self._shifted_inverse(i, cuts, lam)  # (S^2 - lam I)^-1 C
-            return float(np.linalg.eigvalsh(cuts.T @ shifted)[-1]) - (1.0 - margin)
+        def excess(lam):
+            # relative rounding of each b - lam (b = s^2 rounded, lam < b)
+            spectrum = self._base_spectrum(i)
+            shifted = spectrum - lam
+            relative = 4.0 * eps * (1.0 + float(np.max(spectrum / shifted)))
+            q = self._whitened_cuts(i, cuts, lam)
+            norm = float(np.linalg.norm(q, 2))
+            bound = norm * (1.0 + relative + 4.0 * (q.shape[0] + 4) * eps)
+            bound += coordinate_error * cut_norm / np.sqrt(float(shifted.min()))
+            # the bound carries the rounding: a margin far below it suffices
+            return bound - (1.0 - 1e-12)
 
-        if not phi(0.0) < 0.0:
+        if not excess(0.0) < 0.0:
             return 0.0
-        if phi(cap) < 0.0:
+        if excess(cap) < 0.0:
             lam = cap
         else:
-            lam = brentq(phi, 0.0, cap, xtol=1e-15 * cap, rtol=1e-12)
-            # the root's side where phi < 0 (brentq may answer either)
-            while lam > 0.0 and not phi(lam) < 0.0:
+            lam = brentq(excess, 0.0, cap, xtol=1e-15 * cap, rtol=1e-12)
+            # the root's side where the bound holds (brentq may answer either)
+            while lam > 0.0 and not excess(lam) < 0.0:
                 lam = lam * (1.0 - 1e-6) - 1e-300
+        lam = lam - 2.0 * defect
         return float(np.sqrt(max(lam, 0.0) * (1.0 - margin)))
+
+    def _base_spectrum(self, i):
+        """The eigenvalues ``b`` of row ``i``'s closed-form ``S^2`` (no frame),
+        as :meth:`_base_function_apply` uses them."""
+        values = np.atleast_1d(np.asarray(self.values[i], dtype=np.float64)) ** 2
+        if self.kind == "rotated" and self._has_complement():
+            values = np.append(values, float(self.rest[i]) ** 2)
+        return values
+
+    def _whitened_cuts(self, i, cuts, lam):
+        """``Q = (S^2 - lam I)^-1/2 C`` in the base's own frame: rows of
+        ``diag((b - lam)^-1/2)`` times the cuts' coordinates there (for a
+        rotated row, ``U^T C`` and the complement's ``C - U U^T C``), so that
+        ``||Q||`` is ``||(S^2 - lam I)^-1/2 C||``."""
+        if self.kind != "rotated":
+            b = np.asarray(self.values[i], dtype=np.float64) ** 2
+            scale = 1.0 / np.sqrt(b - lam)
+            return cuts * (scale if np.ndim(scale) == 0 else scale[:, None])
+        u = np.asarray(self.basis[i], dtype=np.float64)
+        coef = u.T @ cuts
+        b = np.asarray(self.values[i], dtype=np.float64) ** 2
+        out = coef / np.sqrt(b - lam)[:, None]
+        if u.shape[1] < u.shape[0]:
+            rest = (cuts - u @ coef) / np.sqrt(float(self.rest[i]) ** 2 - lam)
+            out = np.vstack([out, rest])
+        return out
+
+    def support(self, i, v, factor=1.0):
+        """A proved upper bound of the l2 support of row ``i``'s region along
+        ``v``: ``sqrt(v^T M v)`` with ``M = (factor S_i)^2 - factor^2 C_i
+        C_i^T``.
+
+        Computed as ``||S v||^2 - ||C^T v||^2`` (no factor, no square root of
+        a cut's ``1 - sv^2``) plus a bound on its rounding taken against the
+        quantities rounded, ``||S v||^2`` and ``||C^T v||^2`` (not their
+        difference, which thin cuts make far smaller).
+        """
+        v = np.asarray(v, dtype=np.float64)
+        base_v = self._apply_base(i, v, 1.0, factor)
+        cuts = self.row_cuts(i)
+        cut_v = np.zeros(0) if cuts is None else factor * (cuts.T @ v)
+        h2 = float(base_v @ base_v) - float(cut_v @ cut_v)
+        h2 += self._support_rounding(i, v, base_v, cut_v, factor)
+        return float(np.sqrt(max(h2, 0.0)))
+
+    def _support_rounding(self, i, v, base_v, cut_v, factor=1.0):
+        """A bound on the rounding of ``||S v||^2 - ||C^T v||^2`` computed from
+        ``base_v`` (``factor S v`` as computed) and ``cut_v`` (``factor C^T
+        v``): the base's product through a basis within ``4 (d + k + 4)
+        sqrt(k + 1) eps ||S|| ||v||`` (element-wise products within ``4 eps``
+        relative), each dot product within ``(n + 2) eps`` of its terms."""
+        eps = np.finfo(np.float64).eps
+        d = v.shape[-1]
+        v_norm = float(np.linalg.norm(v))
+        base_norm = float(np.linalg.norm(base_v))
+        if self.kind == "rotated":
+            k = self.basis.shape[2]
+            big = abs(factor) * float(self.largest()[i])
+            e1 = 4.0 * (d + k + 4) * np.sqrt(k + 1.0) * eps * big * v_norm
+        else:
+            e1 = 4.0 * eps * base_norm
+        out = 2.0 * e1 * base_norm + e1**2 + 4.0 * (d + 2) * eps * base_norm**2
+        if len(cut_v):
+            cuts = self.row_cuts(i)
+            cut_norm = float(np.linalg.norm(cut_v))
+            e2 = (d + 2) * eps * abs(factor) * float(np.linalg.norm(cuts)) * v_norm
+            out += 2.0 * e2 * cut_norm + e2**2 + 4.0 * (len(cut_v) + 2) * eps * cut_norm**2
+        return out
 
     def _shifted_inverse(self, i, v, lam):
         """``(S_i^2 - lam I)^-1 v`` for ``v`` of shape (d, q), a row without a

@@ -407,8 +407,11 @@ def test_a_cut_row_has_the_covariance_volume_and_radius_of_its_cuts(seed, form, 
         smallest = cut.smallest()[i]
         assert smallest <= np.sqrt(lam[0])
         floor = lam[0]
-        if form == "rotated-framed":  # dense eigenvalues, less their rounding
-            floor -= 16 * d * np.finfo(float).eps * lam[-1]
+        if form == "rotated-framed":
+            # dense eigenvalues, less their rounding against the quantities
+            # rounded (||S||^2 + ||C||_F^2, not the cut covariance's norm)
+            gross = cut.largest()[i] ** 2 + np.sum(cut.cuts[i] ** 2)
+            floor -= (2 * d + 32) * d * np.finfo(float).eps * gross
         assert smallest >= np.sqrt(max(floor, 0.0)) * (1 - 1e-6)
         assert cut.largest()[i] >= np.sqrt(lam[-1]) * (1 - 1e-12)
         # the factor L (L L^T = covariance): its inverse gives the gauge,
