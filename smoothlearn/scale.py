@@ -119,13 +119,6 @@ class Scale:
         self.frame = frame
         self.cuts = cuts
 
-    def __getstate__(self):
-        # caches of derived facts (a cut row's factor and inscribed radius)
-        # are not part of the rows
-        return {
-            k: v for k, v in self.__dict__.items() if k not in ("_floor", "_factors")
-        }
-
     # ------------------------------------------------------------ the form
     @property
     def kind(self):
@@ -902,11 +895,14 @@ class Scale:
         if self.frame is not None:
             dense = self.dense(i, n_features, factor=factor)
             return dense @ dense
-        u = self.basis[i]
-        rest2 = (factor * self.rest[i]) ** 2
-        return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
-            n_features
-        )
+        # S S as run (S = r I + U D U^T, D = diag(s - r)), for any basis:
+        # r^2 I + U (2 r D + D U^T U D) U^T
+        u = np.asarray(self.basis[i], dtype=np.float64)
+        rest = factor * float(self.rest[i])
+        spread = factor * np.asarray(self.values[i], dtype=np.float64) - rest
+        middle = spread[:, None] * (u.T @ u) * spread[None, :]
+        middle[np.diag_indices_from(middle)] += 2.0 * rest * spread
+        return u @ middle @ u.T + rest**2 * np.eye(n_features)
 
     def diagonal_or_dense(self, i, n_features, factor=1.0):
         """``factor S_i`` as its diagonal (d,) where it is diagonal in the
@@ -1181,6 +1177,20 @@ def _padded_cuts(parts):
             out[start : start + len(p), :, : np.shape(p.cuts)[2]] = p.cuts
         start += len(p)
     return out
+
+
+def basis_defect(basis):
+    """``max |U^T U - I|`` of each ``(d, k)`` basis in a stack ``(m, d, k)``."""
+    basis = np.asarray(basis, dtype=np.float64)
+    gram = basis.swapaxes(1, 2) @ basis
+    return np.abs(gram - np.eye(basis.shape[2])).max(axis=(1, 2))
+
+
+def basis_tolerance(n_features, k):
+    """The most ``|U^T U - I|`` a stored basis may have: float64 rounding of
+    an orthonormalisation (QR, eigh) of ``k`` columns of ``n_features``,
+    ``16 (d + k) eps`` (a float32 basis, about 1e-8 off, is far above)."""
+    return 16.0 * (n_features + k) * np.finfo(np.float64).eps
 
 
 def orthonormal_to_rounding(basis):

@@ -82,7 +82,7 @@ def split(total, h_a, h_b, r_a, r_b, objective):
                 g_a, g_b = r_a, total - r_a
             elif g_b < r_b:
                 g_a, g_b = total - r_b, r_b
-        elif min(r_a, r_b) < half:
+        elif 0.0 < min(r_a, r_b) < half:  # a flat region has no ball to keep
             g_a, g_b = (r_a, total - r_a) if r_a <= r_b else (total - r_b, r_b)
         else:
             g_a, g_b = half, half
@@ -100,11 +100,15 @@ def pair_slab(region_a, region_b, r_a, r_b, objective, eps):
     diff = region_b.center - region_a.center
     best, best_score = None, None
     for v in candidate_directions(diff, region_a, region_b):
-        total = float(v @ diff) * (1.0 - SLAB_MARGIN) - eps
+        # the margin is the pair's own, against the centres' distance (v is a
+        # unit vector): the slabs stay apart whatever eps, 0 included
+        total = float(v @ diff) - SLAB_MARGIN * float(np.linalg.norm(diff)) - eps
         if not total > 0.0:
             continue
         h_a, h_b = support_extent(region_a, v), support_extent(region_b, v)
         g_a, g_b = split(total, h_a, h_b, r_a, r_b, objective)
+        if not (g_a > 0.0 and g_b > 0.0):
+            continue
         cost = np.log(max(h_a / g_a, 1.0)) + np.log(max(h_b / g_b, 1.0))
         kept = min(g_a, r_a) + min(g_b, r_b)
         score = (kept, -cost) if objective == "radius" else (-cost,)
