@@ -368,6 +368,22 @@ class Scale:
                 margin = max(1e-9, 1e3 * np.finfo(np.float64).eps * spread**2)
                 shrink = np.sqrt(min(room, 1.0) * (1.0 - margin))
                 values, rest = values * shrink, rest * shrink
+            else:
+                # orthonormal to rounding: S and S' as run are within 3
+                # |U^T U - I| max|s - r| of their closed forms on the polar
+                # factor of U, where S' <= S exactly; so ||S^-1 S'|| <= 1 +
+                # that over s_min, taken off (with the products' rounding)
+                u = np.asarray(self.basis[i], dtype=np.float64)
+                k = u.shape[1]
+                gram_error = float(np.linalg.norm(u.T @ u - np.eye(k)))
+                spread = float(np.abs(self.values[i] - self.rest[i]).max())
+                spread += float(np.abs(values[0] - rest[0]).max())
+                low = min(float(self.values[i].min()), float(self.rest[i]))
+                eps = np.finfo(np.float64).eps
+                shrink = 1.0 - (
+                    8.0 * gram_error * spread / low + 16.0 * (n_features + k) * eps
+                )
+                values, rest = values * shrink, rest * shrink
             return Scale(values, self.basis[[i]], rest)
         dense = self.dense(i, n_features)
         lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
@@ -796,12 +812,49 @@ class Scale:
     def _with_cut_volume(self, mean, n_features):
         mean = np.array(mean, dtype=np.float64, copy=True)
         for i in range(len(self)):
-            factor = self._cut_factor(i)
-            if factor is not None:
+            cuts = self.row_cuts(i)
+            if cuts is not None:
                 # det(S^2 - C C^T) = det(S)^2 det(I - Q^T Q), Q = S^-1 C
-                shrink = np.clip(1.0 - factor[1] ** 2, 0.0, None)
-                mean[i] *= np.exp(np.log(shrink).sum() / (2.0 * n_features))
+                mean[i] *= np.exp(self._cut_log_det(i, cuts) / (2.0 * n_features))
         return mean
+
+    def _cut_log_det(self, i, cuts):
+        """``log det(I - Q^T Q)``, ``Q = S_i^-1 C_i``, without ``1 - sv^2``'s
+        cancellation in float64: ``Q`` in the base's own frame and ``I - Q^T
+        Q`` in long double (about 3 more digits where the platform has them),
+        then its Cholesky factor there (``q`` is small)."""
+        wide = np.longdouble
+        c = np.asarray(cuts, dtype=wide)
+        values = np.asarray(self.values[i], dtype=wide)
+        if self.kind != "rotated":
+            q = c / (values if values.ndim == 0 else values[:, None])
+        else:
+            u = np.asarray(self.basis[i], dtype=wide)
+            rest = wide(self.rest[i])
+            y = c
+            if self.frame is not None:
+                frame = np.asarray(self.frame[i], dtype=wide)[:, None]
+                y = c / frame
+            coef = u.T @ y
+            # R^-1 y = U diag(1/s) U^T y + (y - U U^T y) / r
+            q = u @ (coef / values[:, None]) + (y - u @ coef) / rest
+            if self.frame is not None:
+                q = q / frame
+        inner = np.eye(c.shape[1], dtype=wide) - q.T @ q
+        log_det = wide(0.0)
+        n = inner.shape[0]
+        lower = np.zeros_like(inner)
+        for j in range(n):
+            pivot = inner[j, j] - np.sum(lower[j, :j] ** 2)
+            if not pivot > 0:
+                return -np.inf  # no volume that rounding can prove
+            lower[j, j] = np.sqrt(pivot)
+            for m in range(j + 1, n):
+                lower[m, j] = (inner[m, j] - np.sum(lower[m, :j] * lower[j, :j])) / lower[
+                    j, j
+                ]
+            log_det += 2 * np.log(lower[j, j])
+        return float(log_det)
 
     def _cut_factor(self, i):
         """``(W, sv)`` with ``S_i^-1 C_i = W diag(sv) V^T`` (thin), or None
