@@ -626,7 +626,7 @@ class Scale:
         closed-form (isotropic, diagonal, rotated on a basis orthonormal to
         rounding) ``Q`` is formed in the base's own frame and ``lam`` is
         accepted only where ``||Q||`` plus a bound on its rounding stays below
-        ``1 - 1e-12``: the bound grows with ``(s_min^2 - lam)^-1/2`` and
+        1: the bound grows with ``(s_min^2 - lam)^-1/2`` and
         ``||C||``, so it holds at any condition number (an ill-conditioned
         row gets a smaller ``lam``, never a larger one). ``S^2`` as run
         differs from the closed form by ``U D (U^T U - I) D U^T`` (``D =
@@ -654,44 +654,26 @@ class Scale:
             low = float(lam[0]) - rounding
             return float(np.sqrt(max(low, 0.0) * (1.0 - margin)))
         cap = float(base) ** 2 * (1.0 - 1e-6)
-        defect = 0.0
-        if self.kind == "rotated":
-            u = np.asarray(self.basis[i], dtype=np.float64)
-            k = u.shape[1]
-            gram_error = float(np.linalg.norm(u.T @ u - np.eye(k)))
-            spread = float(
-                np.abs(np.asarray(self.values[i], dtype=np.float64) - self.rest[i]).max()
-            )
-            spread2 = float(
-                np.abs(
-                    np.asarray(self.values[i], dtype=np.float64) ** 2
-                    - float(self.rest[i]) ** 2
-                ).max()
-            )
-            # S S as run against the closed form on the orthonormal polar
-            # factor P of U (||U - P|| <= gram_error): ||U D (U^T U - I) D
-            # U^T|| and ||U E U^T - P E P^T||, E = diag(s^2 - r^2)
-            defect = (1.0 + gram_error) * gram_error * (spread**2 + 3.0 * spread2)
-            # forming U^T C and C - U U^T C (rounding, and U against P):
-            # absolute, against ||C||
-            coordinate_error = (
-                4.0 * (d + k + 4) * np.sqrt(k + 1.0) * eps + 4.0 * gram_error
-            )
-        else:
-            coordinate_error = 0.0
+        spectrum = self._base_spectrum(i)
+        head, tail, coordinate_error, defect = self._cut_coordinates(i, cuts)
         cut_norm = np.sqrt(cut_norm2)
+        # relative rounding of the float64 steps: Q's entries rounded from long
+        # double, the complement's QR, the norm
+        relative_steps = 4.0 * (d + head.shape[0] + 8) * eps
 
         def excess(lam):
-            # relative rounding of each b - lam (b = s^2 rounded, lam < b)
-            spectrum = self._base_spectrum(i)
             shifted = spectrum - lam
+            # each b - lam relative to the exact (b = s^2 rounded, lam < b)
             relative = 4.0 * eps * (1.0 + float(np.max(spectrum / shifted)))
-            q = self._whitened_cuts(i, cuts, lam)
-            norm = float(np.linalg.norm(q, 2))
-            bound = norm * (1.0 + relative + 4.0 * (q.shape[0] + 4) * eps)
+            scale = 1.0 / np.sqrt(np.broadcast_to(shifted, (head.shape[0],)))
+            parts = [head * scale[:, None]]
+            if tail is not None:
+                parts.append(tail / np.sqrt(shifted[-1]))
+            norm = float(np.linalg.norm(np.vstack(parts), 2))
+            bound = norm * (1.0 + relative + relative_steps)
             bound += coordinate_error * cut_norm / np.sqrt(float(shifted.min()))
-            # the bound carries the rounding: a margin far below it suffices
-            return bound - (1.0 - 1e-12)
+            # the bound carries the rounding: it need only stay below 1
+            return bound - 1.0
 
         if not excess(0.0) < 0.0:
             return 0.0
@@ -702,8 +684,54 @@ class Scale:
             # the root's side where the bound holds (brentq may answer either)
             while lam > 0.0 and not excess(lam) < 0.0:
                 lam = lam * (1.0 - 1e-6) - 1e-300
-        lam = lam - 2.0 * defect
+        # S S as run against the closed form the search used (Weyl)
+        lam = lam - defect
         return float(np.sqrt(max(lam, 0.0) * (1.0 - margin)))
+
+    def _cut_coordinates(self, i, cuts):
+        """Row ``i``'s cuts in the eigenframe of a closed form ``S_P`` of its
+        base (no frame, a basis orthonormal to rounding): ``(head, tail,
+        error, defect)``.
+
+        ``head`` (``k x q``, or ``d x q`` unrotated) holds the cuts'
+        coordinates along the axes of ``values``, ``tail`` (``q x q``, or
+        None) an R factor of the complement's part, so that ``||Q(lam)|| =
+        ||[diag((b - lam)^-1/2) head; (r^2 - lam)^-1/2 tail]||``. For a
+        rotated row ``S_P = r I + P D P^T`` with ``P`` the polar factor of
+        the stored ``U`` (``U = P H``, ``H = (U^T U)^1/2``): the coordinates
+        ``P^T C = H^-1 U^T C`` and ``C - P P^T C`` are formed in long double
+        by the series of ``H^-1`` in ``E = U^T U - I`` (no cancellation
+        against ``||C||`` beyond long double's rounding); ``error`` bounds
+        what is left of it, relative to ``||C||``; ``defect`` bounds ``||S S
+        - S_P^2||`` for ``S`` as run (``||S - S_P|| <= 1.01 |E| max|s - r|``).
+        """
+        eps = np.finfo(np.float64).eps
+        if self.kind != "rotated":
+            return np.asarray(cuts, dtype=np.float64), None, 0.0, 0.0
+        wide = np.longdouble
+        wide_eps = max(float(np.finfo(wide).eps), 0.0)
+        u = np.asarray(self.basis[i], dtype=wide)
+        c = np.asarray(cuts, dtype=wide)
+        d, k = u.shape
+        y = u.T @ c
+        e = u.T @ u - np.eye(k, dtype=wide)
+        ey = e @ y
+        eey = e @ ey
+        head = (y - ey / 2 + 3 * eey / 8).astype(np.float64)
+        gram_error = float(np.linalg.norm(e.astype(np.float64)))
+        error = 8.0 * (d + k + 4) * np.sqrt(k + 1.0) * max(wide_eps, 1e-300)
+        error += 4.0 * gram_error**3
+        tail = None
+        if k < d:
+            z = (c - u @ (y - ey + eey)).astype(np.float64)
+            tail = np.linalg.qr(z, mode="r")
+        values = np.asarray(self.values[i], dtype=np.float64)
+        rest = float(self.rest[i])
+        spread = float(np.abs(values - rest).max())
+        big = max(float(values.max()), rest)
+        delta = 1.01 * gram_error * spread
+        defect = 2.0 * big * delta + delta**2
+        return head, tail, error, defect
 
     def _base_spectrum(self, i):
         """The eigenvalues ``b`` of row ``i``'s closed-form ``S^2`` (no frame),
@@ -712,24 +740,6 @@ class Scale:
         if self.kind == "rotated" and self._has_complement():
             values = np.append(values, float(self.rest[i]) ** 2)
         return values
-
-    def _whitened_cuts(self, i, cuts, lam):
-        """``Q = (S^2 - lam I)^-1/2 C`` in the base's own frame: rows of
-        ``diag((b - lam)^-1/2)`` times the cuts' coordinates there (for a
-        rotated row, ``U^T C`` and the complement's ``C - U U^T C``), so that
-        ``||Q||`` is ``||(S^2 - lam I)^-1/2 C||``."""
-        if self.kind != "rotated":
-            b = np.asarray(self.values[i], dtype=np.float64) ** 2
-            scale = 1.0 / np.sqrt(b - lam)
-            return cuts * (scale if np.ndim(scale) == 0 else scale[:, None])
-        u = np.asarray(self.basis[i], dtype=np.float64)
-        coef = u.T @ cuts
-        b = np.asarray(self.values[i], dtype=np.float64) ** 2
-        out = coef / np.sqrt(b - lam)[:, None]
-        if u.shape[1] < u.shape[0]:
-            rest = (cuts - u @ coef) / np.sqrt(float(self.rest[i]) ** 2 - lam)
-            out = np.vstack([out, rest])
-        return out
 
     def support(self, i, v, factor=1.0):
         """A proved upper bound of the l2 support of row ``i``'s region along
