@@ -579,8 +579,10 @@ def _projection_normal(region, y_full):
         return vectors @ (2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y)
     # y - x* = 2 lam (M + 2 lam I)^-1 y, in the base's own frame
     rho2 = float(region.rho) ** 2
-    return 2.0 * lam * form._base_function_apply(
-        0, y_full, lambda b: 1.0 / (rho2 * b + 2.0 * lam)
+    return (
+        2.0
+        * lam
+        * form._base_function_apply(0, y_full, lambda b: 1.0 / (rho2 * b + 2.0 * lam))
     )
 
 

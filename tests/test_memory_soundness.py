@@ -130,11 +130,15 @@ def _cut_on_cuts(seed):
         scale = Scale(size * np.exp(rng.uniform(-4, 1, (1, d))))
     elif form == 1:
         basis = np.linalg.qr(rng.randn(d, d))[0][None]
-        scale = Scale(size * np.exp(rng.uniform(-5, 1, (1, d))), basis, np.array([size]))
+        scale = Scale(
+            size * np.exp(rng.uniform(-5, 1, (1, d))), basis, np.array([size])
+        )
     else:
         basis = np.linalg.qr(rng.randn(d, 1))[0][None]
         frame = np.sqrt(size) * np.exp(rng.uniform(-1, 1, (1, d)))
-        scale = Scale(np.exp(rng.uniform(-3, 3, (1, 1))), basis, np.ones(1), frame=frame)
+        scale = Scale(
+            np.exp(rng.uniform(-3, 3, (1, 1))), basis, np.ones(1), frame=frame
+        )
     first = rng.randn(d)
     first /= np.linalg.norm(first)
     row, slabs = scale, []
@@ -290,16 +294,16 @@ def test_a_basis_orthonormal_only_to_float32_rounding_is_refused():
     # covariance and cut read differently (regions met)
     rng = np.random.RandomState(0)
     basis = np.linalg.qr(rng.randn(5, 5))[0].astype(np.float32).astype(np.float64)
-    fields = dict(
-        label=[0],
-        abstained=[False],
-        p_lower=[0.9],
-        gap=[1.0],
-        center=np.zeros((1, 5)),
-        scale=np.ones((1, 5)),
-        scale_rest=np.ones(1),
-        noise="gaussian",
-    )
+    fields = {
+        "label": [0],
+        "abstained": [False],
+        "p_lower": [0.9],
+        "gap": [1.0],
+        "center": np.zeros((1, 5)),
+        "scale": np.ones((1, 5)),
+        "scale_rest": np.ones(1),
+        "noise": "gaussian",
+    }
     with pytest.raises(ValueError, match="orthonormal to float64 rounding"):
         Certificates(basis=basis[None], **fields)
     # its float64 orthonormalisation is accepted
@@ -424,7 +428,9 @@ def _call(rng, form, n, d, size, dtype):
         else:
             fields["scale"] = np.exp(rng.uniform(-1, 1, (n, k)))
             fields["scale_rest"] = np.ones(n)
-            fields["scale_frame"] = np.sqrt(size) * np.exp(rng.uniform(-0.5, 0.5, (n, d)))
+            fields["scale_frame"] = np.sqrt(size) * np.exp(
+                rng.uniform(-0.5, 0.5, (n, d))
+            )
     if dtype == "float32":
         centre = centre.astype(np.float32).astype(np.float64)
         fields["scale"] = fields["scale"].astype(np.float32).astype(np.float64)

@@ -709,12 +709,18 @@ def _content_rank(certificates):
     # ties on every key (mirror images, one region in two bases) are broken
     # by the full content: the raw bytes of every row's arrays, never the
     # input's position
-    content = [_row_bytes(certificates, i) for i in range(len(certificates))]
-    columns = np.stack(keys[::-1], axis=1) if len(certificates) else None
-    order = sorted(
-        range(len(certificates)),
-        key=lambda i: (tuple(columns[i].tolist()), content[i]),
-    )
+    order = np.lexsort(keys)  # the last key first: the centre's coordinates
+    columns = np.stack(keys, axis=1)[order] if len(order) else None
+    start = 0
+    for stop in range(1, len(order) + 1):
+        if stop < len(order) and np.array_equal(columns[stop], columns[start]):
+            continue
+        if stop - start > 1:  # a run tying on every key
+            run = order[start:stop]
+            order[start:stop] = sorted(
+                run, key=lambda i: _row_bytes(certificates, int(i))
+            )
+        start = stop
     rank = np.empty(len(order), dtype=np.intp)
     rank[order] = np.arange(len(order))
     return rank
