@@ -9,16 +9,15 @@ __all__ = ["basis_defect", "basis_tolerance", "orthonormal_to_rounding"]
 def _room_inside(basis, values, rest, capped_values, capped_rest):
     """How far ``S'`` (``capped_*``) may be scaled and stay inside ``S``: the
     largest ``c^2`` with ``c S'`` inside ``S``, both read as the stored
-    rotated form ``r I + U diag(s - r) U^T`` and as its covariance
-    ``r^2 I + U diag(s^2 - r^2) U^T`` (the memory's), for a basis ``U``
-    orthonormal or not.
+    rotated form ``r I + U diag(s - r) U^T`` as run (whose square is the
+    memory's covariance), for a basis ``U`` orthonormal or not.
 
-    With ``G = U^T U`` and ``U = Q G^1/2`` (``Q`` orthonormal) both forms act
-    as ``r`` (``r^2``) on the complement of ``U``'s span and as the ``k x k``
-    matrices ``r I + G^1/2 diag(s - r) G^1/2`` (and the covariance's) on it, so
-    containment is a generalised eigenvalue problem of size ``k``. A basis
-    orthonormal to rounding (``|G - I| <= 4 k eps``) returns None without
-    solving: the capped axes are then exactly inside.
+    With ``G = U^T U`` and ``U = Q G^1/2`` (``Q`` orthonormal) the form acts
+    as ``r`` on the complement of ``U``'s span and as the ``k x k`` matrix
+    ``r I + G^1/2 diag(s - r) G^1/2`` on it, so containment is a generalised
+    eigenvalue problem of size ``k``. A basis orthonormal to rounding
+    (``|G - I| <= 4 k eps``) returns None without solving (the caller
+    shrinks by the basis's distance from orthonormal).
     """
     basis = np.asarray(basis, dtype=np.float64)
     if orthonormal_to_rounding(basis):
@@ -28,7 +27,7 @@ def _room_inside(basis, values, rest, capped_values, capped_rest):
     root = (vec * np.sqrt(np.clip(lam, 0.0, None))) @ vec.T
     # the complement takes r' = min(r, limit) <= r: never the binding side
     room = 1.0
-    for power in (1, 2):
+    for power in (1,):  # containment of S' in S is that of S'^2 in S^2
         a = _on_span(root, values, rest, power)
         b = _on_span(root, capped_values, capped_rest, power)
         if power == 1:  # (c S')^2 <= S^2

@@ -388,7 +388,14 @@ class Scale(CutGeometry):
                     8.0 * gram_error * spread / low + 16.0 * (n_features + k) * eps
                 )
                 values, rest = values * shrink, rest * shrink
-            return Scale(values, self.basis[[i]], rest)
+            out = Scale(values, self.basis[[i]], rest)
+            # inside the ball of the limit as run too (S' is r' I + U D' U^T,
+            # within _basis_deviation of its closed form)
+            top = float(out.largest()[0])
+            if top > limit:
+                fit = limit / top * (1.0 - 4.0 * np.finfo(np.float64).eps)
+                out = Scale(values * fit, self.basis[[i]], rest * fit)
+            return out
         dense = self.dense(i, n_features)
         lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
         smallest = float(self.smallest()[i])
@@ -445,9 +452,31 @@ class Scale(CutGeometry):
         smallest = self.values.min(axis=1)
         if self._has_complement():
             smallest = np.minimum(smallest, self.rest)
+        if self.kind == "rotated":
+            smallest = np.maximum(smallest - self._basis_deviation(), 0.0)
         if self.frame is not None:
             smallest = smallest * self.frame.min(axis=1) ** 2
         return smallest
+
+    def _basis_deviation(self):
+        """A bound on ``||R - R_P||`` per row: the rotated scale as run, ``r I +
+        U D U^T`` (``D = diag(s - r)``), against its closed form on the polar
+        factor ``P`` of ``U`` (whose singular values are ``s`` and ``r``
+        exactly): ``1.01 ||U^T U - I||_F max|s - r|`` (``U = P H``, ``||H -
+        I|| <= ||U^T U - I|| / 2``). Zero for torch arrays (the engine's,
+        never a certificate's)."""
+        if not isinstance(self.basis, np.ndarray):
+            return 0.0
+        cached = self.__dict__.get("_deviation")
+        if cached is not None:
+            return cached
+        basis = np.asarray(self.basis, dtype=np.float64)
+        gram = basis.swapaxes(1, 2) @ basis - np.eye(basis.shape[2])
+        gram_error = np.sqrt(np.sum(gram**2, axis=(1, 2)))
+        values = np.asarray(self.values, dtype=np.float64)
+        spread = np.abs(values - np.asarray(self.rest, dtype=np.float64)[:, None])
+        self._deviation = 1.01 * gram_error * spread.max(axis=1)
+        return self._deviation
 
     def largest(self):
         """Largest singular value of each ``S_i``, shape (m,).
@@ -460,6 +489,8 @@ class Scale(CutGeometry):
         largest = self.values.max(axis=1)
         if self._has_complement():
             largest = np.maximum(largest, self.rest)
+        if self.kind == "rotated":
+            largest = largest + self._basis_deviation()
         if self.frame is not None:
             largest = largest * self.frame.max(axis=1) ** 2
         return largest

@@ -14,7 +14,7 @@ import pickle
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from smoothlearn import Certificates, MemoryCertifier
@@ -460,6 +460,26 @@ def _call(rng, form, n, d, size, dtype):
     log_size=st.sampled_from([-7, -3, 0, 3, 7]),
     dtype=st.sampled_from(["float64", "float32"]),
     joint=st.booleans(),
+)
+@example(  # a ball's radius read off s and r, not S as run (9e-15 outside)
+    seed=0,
+    form="rotated",
+    shrink="ball",
+    objective="volume",
+    eps=0.0,
+    log_size=-7,
+    dtype="float64",
+    joint=True,
+)
+@example(  # the same in a capped row's radius (1e-14 above the inscribed)
+    seed=0,
+    form="rotated",
+    shrink="auto",
+    objective="volume",
+    eps=0.0,
+    log_size=-7,
+    dtype="float64",
+    joint=False,
 )
 def test_every_answer_is_proved_in_60_digits(
     seed, form, shrink, objective, eps, log_size, dtype, joint

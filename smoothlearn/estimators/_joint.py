@@ -168,12 +168,12 @@ def realise(region, planes, shrink, objective):
             return cut
         if not keeping:  # each step of the blend's search is a secular equation
             return capped
-        return _blended(region, cut, capped)
+        return _blended(region, cut, capped, planes)
     volume = (cut.form.geometric_mean(d)[0], capped.form.geometric_mean(d)[0])
     return cut if volume[0] >= volume[1] else capped
 
 
-def _blended(region, cut, capped, steps=20):
+def _blended(region, cut, capped, planes, steps=20):
     """The region of covariance ``(1 - t) M_cut + t M_capped`` with the least
     ``t`` whose inscribed radius reaches the capped region's (the most
     volume for that radius along this line), or ``capped`` where the two do
@@ -181,8 +181,9 @@ def _blended(region, cut, capped, steps=20):
 
     Sound for every ``t``: both covariances are below the original's and
     have supports within every slab along its direction, so their convex
-    combination does too. Where the capped row keeps the original's axes,
-    the combination is a cut row of the same form: base values
+    combination does too (re-checked after rounding on each of
+    ``planes``). Where the capped row keeps the original's axes, the
+    combination is a cut row of the same form: base values
     ``sqrt((1 - t) s^2 + t s_capped^2)`` (never above ``s``) and cuts
     ``sqrt(1 - t) C``. Its inscribed radius is concave in ``t``, so the ``t``
     reaching the capped one's bounds an interval: bisection.
@@ -219,4 +220,12 @@ def _blended(region, cut, capped, steps=20):
             hi = mid
         else:
             lo = mid
-    return at(hi) if hi < 1.0 else capped
+    if not hi < 1.0:
+        return capped
+    blended = at(hi)
+    # the mixture's rounding (sqrt(1 - t) C against supports that thin cuts
+    # make far smaller than ||C^T v||) is checked, not assumed: every slab
+    # by the proved support, else the cap
+    if any(support_extent(blended, v) > g for v, g, _ in planes):
+        return capped
+    return blended
