@@ -507,3 +507,65 @@ def test_every_answer_is_proved_in_60_digits(
     )
     again = memory.transform(moved)
     _audit(moved, again, remembered)
+
+
+def _long_double_covariance(region):
+    """``M = rho^2 (S S - C C^T)`` of a rotated region from its stored arrays
+    in long double (``S = r I + U diag(s - r) U^T`` as run)."""
+    wide = np.longdouble
+    form = region.form
+    u = np.asarray(form.basis[0], dtype=wide)
+    d = u.shape[0]
+    rest = wide(form.rest[0])
+    s = u @ np.diag(np.asarray(form.values[0], dtype=wide) - rest) @ u.T
+    s = s + rest * np.eye(d, dtype=wide)
+    m = s @ s
+    cuts = form.row_cuts(0)
+    if cuts is not None:
+        c = np.asarray(cuts, dtype=wide)
+        m = m - c @ c.T
+    return wide(region.rho) ** 2 * m
+
+
+@pytest.mark.parametrize("shrink", ["cut", "auto"])
+def test_regions_in_64_dimensions_are_apart_by_a_long_double_witness(shrink):
+    # the audit's d = 64 check: every pair of different labels after a call
+    # is separated by a direction whose separation v.d - h_a(v) - h_b(v),
+    # with supports from the stored arrays in long double, is positive (the
+    # direction is found by scanning K(t)'s witness M(t)^-1 d in float64:
+    # any direction that separates is a proof)
+    rng = np.random.RandomState(4)
+    d, n, k = 64, 10, 4
+    label = rng.randint(0, 2, n)
+    given = Certificates(
+        label=label,
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.9),
+        gap=np.ones(n),
+        center=rng.randn(n, d) * 0.05,
+        scale=np.exp(rng.uniform(-3, 0.5, (n, k))),
+        basis=np.stack([np.linalg.qr(rng.randn(d, k))[0] for _ in range(n)]),
+        scale_rest=np.full(n, 0.3),
+        noise="gaussian",
+        class_index=label,
+    )
+    out = MemoryCertifier(shrink=shrink, eps=0.0).fit_transform(given)
+    assert out.reduced.sum() >= 2
+    finals = _rows(out)
+    covariance = {i: _long_double_covariance(r) for i, r in finals.items()}
+    for a in finals:
+        for b in finals:
+            if not (a < b and out.label[a] != out.label[b]):
+                continue
+            diff = finals[b].center - finals[a].center
+            ma = covariance[a].astype(np.float64)
+            mb = covariance[b].astype(np.float64)
+            best = -np.inf
+            for t in np.linspace(0.01, 0.99, 99):
+                v = np.linalg.solve((1 - t) * ma + t * mb, diff)
+                wide_v = v.astype(np.longdouble)
+                h_a = np.sqrt(wide_v @ covariance[a] @ wide_v)
+                h_b = np.sqrt(wide_v @ covariance[b] @ wide_v)
+                gap = wide_v @ diff.astype(np.longdouble) - h_a - h_b
+                best = max(best, float(gap / np.linalg.norm(v)))
+            assert best > 0.0, (a, b, best)
