@@ -168,8 +168,11 @@ class Scale(CutGeometry):
     def __getitem__(self, rows):
         """The rows ``rows`` (a slice, index array or list) as a Scale."""
         out = self.map(lambda a: a[rows])
-        if "_floor" in self.__dict__:
-            out._floor = self._floor[rows]
+        # per-row facts already derived (a cut row's radius, a basis's
+        # distance from orthonormal, the largest values) go with the rows
+        for name in ("_floor", "_deviation", "_largest"):
+            if name in self.__dict__:
+                setattr(out, name, self.__dict__[name][rows])
         return out
 
     def fields(self):
@@ -486,6 +489,9 @@ class Scale(CutGeometry):
         """
         if self.kind == "isotropic":
             return np.array(self.values, dtype=np.float64)
+        cached = self.__dict__.get("_largest")
+        if cached is not None:
+            return cached
         largest = self.values.max(axis=1)
         if self._has_complement():
             largest = np.maximum(largest, self.rest)
@@ -493,6 +499,8 @@ class Scale(CutGeometry):
             largest = largest + self._basis_deviation()
         if self.frame is not None:
             largest = largest * self.frame.max(axis=1) ** 2
+        if isinstance(largest, np.ndarray):
+            self._largest = largest
         return largest
 
     def geometric_mean(self, n_features):
