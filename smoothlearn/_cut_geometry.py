@@ -1,4 +1,5 @@
-"""The geometry of cut rows: a mixin of :class:`~smoothlearn.scale.Scale`.
+"""The memory's reductions of a row (caps, cuts) and the geometry of cut rows:
+a mixin of :class:`~smoothlearn.scale.Scale`.
 
 A row with cuts is the region of covariance ``S^2 - C C^T`` (the memory's
 rank-one cuts). Everything here is a proved bound in float64 (issue 46): a
@@ -15,7 +16,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from ._bases import orthonormal_to_rounding
+from ._bases import _room_inside, orthonormal_to_rounding
 
 __all__ = ["CUT_MARGIN", "CutGeometry"]
 
@@ -28,8 +29,8 @@ _EPS = float(np.finfo(np.float64).eps)
 
 
 class CutGeometry:
-    """Cuts, supports, inscribed radii and volumes of a Scale's rows (a
-    mixin: the methods use the Scale's arrays and its ``_apply_base``)."""
+    """Caps, cuts, supports, inscribed radii and volumes of a Scale's rows
+    (a mixin: the methods use the Scale's arrays and its ``_apply_base``)."""
 
     def cut(self, i, n_features, direction, extent, keep=None):
         """Row ``i`` cut to the slab ``|v^T y| <= extent`` (``v`` = ``direction``).
@@ -462,3 +463,100 @@ class CutGeometry:
                 w, sv, _ = np.linalg.svd(q, full_matrices=False)
                 cache[i] = (w, sv)
         return cache[i]
+
+    def capped(self, i, n_features, limit):
+        """Row ``i`` with every semi-axis of ``S_i`` capped at ``limit``.
+
+        A one-row Scale ``S'`` with the eigenvectors of ``S_i`` and singular
+        values ``min(lambda_j, limit)``: its region lies inside ``S_i``'s and
+        inside the ball of radius ``limit``, and holds the ball of radius
+        ``min(limit, lambda_min)`` (the memory's reduced region, rancer.md
+        section 3, larger than the paper's ball wherever ``S_i`` is longer
+        than ``limit`` along some axes and shorter along others). Exact (the
+        same axes, ``min`` exact in floating point) for the isotropic,
+        diagonal and rotated forms; a rotated row whose stored basis is
+        orthonormal only to more than rounding (a user's) is shrunk into the
+        row by a ``k x k`` check (``_room_inside``). In a diagonal frame the
+        axes come from a dense ``eigh`` (O(d^3)): the ``k`` shortest are
+        kept (capped) and the rest of the space takes ``min(limit,
+        lambda_(k+1))``, so the row keeps the form's shapes (a frame of
+        ones), shrunk by a bound on how far the decomposition's rounding
+        could take it outside ``S_i`` (from its residuals, about 1e-13
+        relative) and a relative margin of 1e-9.
+        """
+        limit = float(limit)
+        if self.row_cuts(i) is not None:
+            # a cut region has no per-axis cap in its own form: its inscribed
+            # ball (a sound lower bound of it), capped
+            return type(self)(np.array([min(limit, float(self.smallest()[i]))]))
+        if self.kind != "rotated":
+            return type(self)(np.minimum(self.values[[i]], limit))
+        if self.frame is None:
+            values = np.minimum(self.values[[i]], limit)
+            rest = np.minimum(self.rest[[i]], limit)
+            room = _room_inside(
+                self.basis[i], self.values[i], self.rest[i], values[0], rest[0]
+            )
+            if room is not None:
+                # a stored basis orthonormal only to rounding: the same axes
+                # capped can stick out by about cond(S) |U^T U - I| (1e-9
+                # relative seen); shrink into the row, with a margin for the
+                # check's own rounding (eigenvalues of the covariance, whose
+                # condition is cond(S)^2)
+                spread = max(self.values[i].max(), self.rest[i]) / min(
+                    self.values[i].min(), self.rest[i]
+                )
+                margin = max(1e-9, 1e3 * np.finfo(np.float64).eps * spread**2)
+                shrink = np.sqrt(min(room, 1.0) * (1.0 - margin))
+                values, rest = values * shrink, rest * shrink
+            else:
+                # orthonormal to rounding: S and S' as run are within 3
+                # |U^T U - I| max|s - r| of their closed forms on the polar
+                # factor of U, where S' <= S exactly; so ||S^-1 S'|| <= 1 +
+                # that over s_min, taken off (with the products' rounding)
+                u = np.asarray(self.basis[i], dtype=np.float64)
+                k = u.shape[1]
+                gram_error = float(np.linalg.norm(u.T @ u - np.eye(k)))
+                spread = float(np.abs(self.values[i] - self.rest[i]).max())
+                spread += float(np.abs(values[0] - rest[0]).max())
+                low = min(float(self.values[i].min()), float(self.rest[i]))
+                eps = np.finfo(np.float64).eps
+                shrink = 1.0 - (
+                    8.0 * gram_error * spread / low + 16.0 * (n_features + k) * eps
+                )
+                values, rest = values * shrink, rest * shrink
+            out = type(self)(values, self.basis[[i]], rest)
+            # inside the ball of the limit as run too (S' is r' I + U D' U^T,
+            # within _basis_deviation of its closed form)
+            top = float(out.largest()[0])
+            if top > limit:
+                fit = limit / top * (1.0 - 4.0 * np.finfo(np.float64).eps)
+                out = type(self)(values * fit, self.basis[[i]], rest * fit)
+            return out
+        dense = self.dense(i, n_features)
+        lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
+        smallest = float(self.smallest()[i])
+        ball = type(self)(np.array([min(limit, smallest)]))  # where rounding defeats it
+        if not lam[0] > 0.0:
+            return ball
+        k = min(self.basis.shape[2], n_features)
+        values = np.minimum(lam[:k], limit)
+        rest = min(limit, lam[k]) if k < n_features else values.min()
+        # Containment, from the decomposition's own residuals: with unit v,
+        # e = ||V^T V - I|| and E = S - V diag(lam) V^T, the stored S' (V's
+        # first k columns, r' on the rest) meets ||S' v|| <= ||V g V^T v|| +
+        # r' e, g <= lam gives ||V g V^T v|| <= sqrt((1+e)/(1-e)) (||S v|| +
+        # ||E||), and ||S v|| >= smallest. Frobenius norms bound both
+        # spectral ones; the dense S's own rounding is added to ||E||.
+        eps = np.finfo(np.float64).eps
+        orthogonality = np.linalg.norm(vectors.T @ vectors - np.eye(n_features))
+        residual = np.linalg.norm(dense - (vectors * lam) @ vectors.T)
+        residual += 8 * n_features * eps * float(self.largest()[i])
+        if orthogonality >= 0.5:
+            return ball
+        growth = np.sqrt((1 + orthogonality) / (1 - orthogonality))
+        excess = growth * (1 + residual / smallest) + rest * orthogonality / smallest
+        excess *= 1.0 + 1e-9
+        return type(self)(
+            values[None] / excess, vectors[None, :, :k], np.array([rest]) / excess
+        )

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..geometry import support_extent
 
-__all__ = ["candidate_directions", "pair_slab", "realise", "split"]
+__all__ = ["candidate_directions", "content_rank", "pair_slab", "realise", "split"]
 
 #: Slabs a region keeps its ball through (``objective='radius'``): each such
 #: cut, and each step of the blend's search, costs O(d q^2) for a region of q
@@ -229,3 +229,48 @@ def _blended(region, cut, capped, planes, steps=20):
     if any(support_extent(blended, v) > g for v, g, _ in planes):
         return capped
     return blended
+
+
+def content_rank(certificates):
+    """Each row's place in an order of the certificates' content (centre,
+    class, gap, the scale's extreme values and volume), not their position."""
+    scales = certificates.scales
+    keys = [
+        scales.geometric_mean(certificates.n_features),
+        scales.smallest(),
+        certificates.gap,
+        certificates.class_index,
+        *certificates.center.T[::-1],
+    ]
+    # ties on every key (mirror images, one region in two bases) are broken
+    # by the full content: the raw bytes of every row's arrays, never the
+    # input's position
+    order = np.lexsort(keys)  # the last key first: the centre's coordinates
+    columns = np.stack(keys, axis=1)[order] if len(order) else None
+    start = 0
+    for stop in range(1, len(order) + 1):
+        if stop < len(order) and np.array_equal(columns[stop], columns[start]):
+            continue
+        if stop - start > 1:  # a run tying on every key
+            run = order[start:stop]
+            order[start:stop] = sorted(
+                run, key=lambda i: _row_bytes(certificates, int(i))
+            )
+        start = stop
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
+def _row_bytes(certificates, i):
+    """Row ``i``'s content as bytes: its centre, gap, class and every array of
+    its scale (float64, native order), for a total order of the rows."""
+    parts = [
+        np.asarray(certificates.center[i], dtype=np.float64),
+        np.asarray([certificates.gap[i]], dtype=np.float64),
+        np.asarray([certificates.class_index[i]], dtype=np.float64),
+    ]
+    for array in certificates.scales._arrays().values():
+        if array is not None:
+            parts.append(np.asarray(array[i], dtype=np.float64).ravel())
+    return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
