@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import brentq, minimize_scalar
 
-from .scale import Scale, orthonormal_to_rounding
+from .scale import Scale
 
 __all__ = [
     "Region",
@@ -182,10 +182,18 @@ def support_extent(region, v):
     """``max over x in region of v.(x - center)``: the support function at ``v``.
 
     ``||T v||`` in the dual norm (``T = rho S`` is symmetric): l2 for an
-    ellipsoid, the max-norm for an l1 cross-polytope.
+    ellipsoid, the max-norm for an l1 cross-polytope. A proved upper bound:
+    an ellipsoid's is ``sqrt(v^T M v)`` with its rounding bounded against the
+    quantities rounded (:meth:`~smoothlearn.scale.Scale.support`; a cut
+    region's from ``S^2 - C C^T`` directly, never through its factor's
+    ``sqrt(1 - sv^2)``); a cross-polytope's element-wise products within
+    ``4 eps``.
     """
+    if region.norm == "l2":
+        return region.form.support(0, v, factor=region.rho)
     stretched = region.stretch(v)
-    return float(np.linalg.norm(stretched, ord=2 if region.norm == "l2" else np.inf))
+    eps = np.finfo(np.float64).eps
+    return float(np.linalg.norm(stretched, ord=np.inf)) * (1.0 + 4.0 * eps)
 
 
 #: Relative margin a separating hyperplane must clear before two regions count
@@ -252,9 +260,16 @@ def ellipsoids_disjoint(region_a, region_b, *, tolerance=SEPARATION_MARGIN):
             return True
     if _segment_meets_both(region_a, region_b, whitened_a, whitened_b):
         return False
-    k_of_t, direction = _k_function(diff, region_a, region_b)
-    value, t = _minimise_k(k_of_t)
-    return value < 0.0 and separates(direction(t))
+    # K(t) only proposes a witness: where a degenerate region defeats it
+    # (inf or NaN from whitening a flat cut region), the pair counts as
+    # meeting, the sound side
+    try:
+        with np.errstate(all="ignore"):
+            k_of_t, direction = _k_function(diff, region_a, region_b)
+            value, t = _minimise_k(k_of_t)
+            return bool(value < 0.0) and separates(direction(t))
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+        return False
 
 
 def _segment_meets_both(region_a, region_b, whitened_a, whitened_b):
@@ -365,9 +380,8 @@ def _needs_signed_low_rank(region):
 
 def _diagonal_plus_low_rank(region):
     """``(D, V, H)`` with ``M = diag(D) + V H V^T`` (``H`` symmetric, of mixed
-    signs), or None for a rotated row whose basis is not orthonormal to
-    rounding outside a frame (where ``S^2`` is not ``r^2 I + U (s^2 - r^2)
-    U^T``).
+    signs), for ``S`` as run, whatever its basis (outside a frame ``S S = r^2
+    I + U (2 r E + E U^T U E) U^T``, ``E = diag(s - r)``).
 
     In a diagonal frame ``S = F B F`` with ``B = r I + U E U^T``, ``E = diag(s
     - r)`` (exactly as :meth:`~smoothlearn.scale.Scale.apply` runs it, for any
@@ -395,11 +409,13 @@ def _diagonal_plus_low_rank(region):
             columns.append(np.hstack([(f * f)[:, None] * fu, fu]))
             blocks.append(rho2 * h)
         else:
-            if not orthonormal_to_rounding(u):
-                return None
+            # S S as run, for any basis: r^2 I + U (2 r E + E U^T U E) U^T
+            e = values - r
+            middle = e[:, None] * (u.T @ u) * e[None, :]
+            middle[np.diag_indices_from(middle)] += 2.0 * r * e
             diagonal = np.full(d, rho2 * r * r)
             columns.append(u)
-            blocks.append(np.diag(rho2 * (values**2 - r * r)))
+            blocks.append(rho2 * middle)
     else:
         diagonal = np.broadcast_to(rho2 * values**2, (d,)).astype(np.float64)
     if cuts is not None:
@@ -494,21 +510,60 @@ def l2_distance_to_ellipsoid(region, point):
     inexact root can only shrink the answer: the sound side for the memory.
     For a rotated rank-k region the complement of the basis counts as one
     coordinate; cut regions and rotations in a diagonal frame solve the same
-    equation by Woodbury (:func:`_l2_distance_low_rank`), with no O(d^3)
+    equation by Woodbury (:func:`_projection_normal_low_rank`), with no O(d^3)
     eigendecomposition.
 
     Returns 0 when ``point`` lies inside.
     """
     y_full = np.asarray(point, dtype=np.float64) - region.center
+    try:
+        with np.errstate(all="ignore"):
+            normal = _projection_normal(region, y_full)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+        # a flat or degenerate region defeats the projection: any normal
+        # still gives a sound bound, the direction to the point among them
+        normal = y_full
+    if normal is None:  # inside, to the projection's rounding
+        return 0.0
+    if not np.all(np.isfinite(normal)):
+        normal = y_full
+    return _distance_along(region, y_full, normal)
+
+
+def _distance_along(region, y, normal):
+    """The distance from ``y`` (relative to the centre) to ``region`` read off
+    the hyperplane of ``normal`` through the region's support: ``(n.y -
+    h(n)) / ||n||``, a lower bound for any ``n`` (:func:`support_extent` is
+    a proved upper bound), less the rounding of ``n.y``; 0 where it proves
+    nothing."""
+    norm = float(np.linalg.norm(normal))
+    if not (np.isfinite(norm) and norm > 0.0):
+        return 0.0
+    bound = (float(normal @ y) - support_extent(region, normal)) / norm
+    rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
+    bound -= rounding
+    return float(bound) if np.isfinite(bound) and bound > 0.0 else 0.0
+
+
+def _projection_normal(region, y_full):
+    """``y - x*`` (``x*`` the projection of ``y`` onto the region) in the
+    input's coordinates, or None where ``y`` lies inside."""
     if _needs_signed_low_rank(region):
         parts = _diagonal_plus_low_rank(region)
         if parts is not None and parts[1].shape[1] < region.d:
-            return _l2_distance_low_rank(region, y_full, parts)
-    alpha, coordinates = _shape_eigen(region)
-    y = coordinates(y_full)
+            return _projection_normal_low_rank(region, y_full, parts)
+    form = region.form
+    dense = form.frame is not None or form.row_cuts(0) is not None
+    if dense:
+        lam_m, vectors = np.linalg.eigh(region.covariance())
+        alpha = 1.0 / np.clip(lam_m, 0.0, None)
+        y = vectors.T @ y_full
+    else:
+        alpha, coordinates = _shape_eigen(region)
+        y = coordinates(y_full)
     y2a = y**2 * alpha
     if y2a.sum() <= 1.0:
-        return 0.0
+        return None
 
     def f(lam):
         return np.sum(y2a / (1.0 + 2.0 * lam * alpha) ** 2) - 1.0
@@ -520,26 +575,23 @@ def l2_distance_to_ellipsoid(region, point):
     # would swallow it for small regions (a ball of radius 1e-3 puts it near
     # 1e-12 for a point 1e-9 outside)
     lam = brentq(f, 0.0, high, xtol=1e-15 * high, rtol=1e-12, maxiter=500)
-    # y - x* = (2 lam alpha / (1 + 2 lam alpha)) y, coordinate-wise in an
-    # orthonormal frame where T is diag(alpha^-1/2)
-    normal = 2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y
-    norm = float(np.linalg.norm(normal))
-    if not norm > 0.0:
-        # the point is on the boundary to rounding: no distance is certain
-        return 0.0
-    bound = (float(normal @ y) - float(np.linalg.norm(normal / np.sqrt(alpha)))) / norm
-    rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
-    return max(bound - rounding, 0.0)
+    if dense:
+        return vectors @ (2.0 * lam * alpha / (1.0 + 2.0 * lam * alpha) * y)
+    # y - x* = 2 lam (M + 2 lam I)^-1 y, in the base's own frame
+    rho2 = float(region.rho) ** 2
+    return (
+        2.0
+        * lam
+        * form._base_function_apply(0, y_full, lambda b: 1.0 / (rho2 * b + 2.0 * lam))
+    )
 
 
-def _l2_distance_low_rank(region, y, parts):
-    """:func:`l2_distance_to_ellipsoid` for ``M = diag(D) + V H V^T`` (cuts, a
-    rotation in a diagonal frame; :func:`_diagonal_plus_low_rank`), in O(d q^2)
-    per step (no eigendecomposition): with ``p(lam) = (M + 2 lam I)^-1 y``
-    (Woodbury), the projection is ``x* = M p`` and ``f(lam) = p^T M p - 1``;
-    the distance is read off the hyperplane with normal ``y - x* = 2 lam p``,
-    whose support is the region's own (:func:`support_extent`), so an inexact
-    solve can only shrink the answer."""
+def _projection_normal_low_rank(region, y, parts):
+    """:func:`_projection_normal` for ``M = diag(D) + V H V^T`` (cuts, a
+    rotation in a diagonal frame; :func:`_diagonal_plus_low_rank`), in O(d
+    q^2) per step (no eigendecomposition): with ``p(lam) = (M + 2 lam I)^-1
+    y`` (Woodbury), the projection is ``x* = M p`` and ``f(lam) = p^T M p -
+    1``; the normal ``y - x* = 2 lam p``."""
     diagonal, V, H = parts
     solve = _low_rank_solver(parts)
 
@@ -547,25 +599,19 @@ def _l2_distance_low_rank(region, y, parts):
         return diagonal * x + V @ (H @ (V.T @ x))
 
     if float(y @ solve(0.0, y)) <= 1.0:
-        return 0.0
+        return None
 
     def f(lam):
         p = solve(2.0 * lam, y)
         return float(p @ cov(p)) - 1.0
 
     if not f(0.0) > 0.0:  # on the boundary to rounding: no distance is certain
-        return 0.0
+        return None
     high = float(region.circumradius) ** 2
     while f(high) > 0:
         high *= 4.0
     lam = brentq(f, 0.0, high, xtol=1e-15 * high, rtol=1e-12, maxiter=500)
-    normal = 2.0 * lam * solve(2.0 * lam, y)
-    norm = float(np.linalg.norm(normal))
-    if not norm > 0.0:
-        return 0.0
-    bound = (float(normal @ y) - support_extent(region, normal)) / norm
-    rounding = SEPARATION_MARGIN * (float(np.linalg.norm(y)) + region.circumradius)
-    return max(bound - rounding, 0.0)
+    return 2.0 * lam * solve(2.0 * lam, y)
 
 
 def l1_distance_lower_bound(region, point):
@@ -581,5 +627,12 @@ def l1_distance_lower_bound(region, point):
         raise ValueError("l1 regions are isotropic or diagonal")
     t = np.broadcast_to(region.semi_axes(), (region.d,))
     y = np.asarray(point, dtype=np.float64) - region.center
-    excess = np.sum(np.abs(y) / t) - 1.0
-    return float(max(excess, 0.0) * t.min())
+    ratios = np.abs(y) / t
+    total = float(np.sum(ratios))
+    # the sum's rounding, and a strict margin of the bound's own (a region
+    # capped at this distance must not touch the other, whatever eps)
+    eps = np.finfo(np.float64).eps
+    excess = total - 1.0 - (region.d + 4) * eps * (total + 1.0)
+    bound = excess * float(t.min()) * (1.0 - 4.0 * eps)
+    bound -= SEPARATION_MARGIN * (float(np.abs(y).sum()) + float(t.max()))
+    return float(bound) if np.isfinite(bound) and bound > 0.0 else 0.0

@@ -42,7 +42,7 @@ import numbers
 import numpy as np
 
 from .noise import get_noise
-from .scale import Scale
+from .scale import Scale, basis_defect, basis_tolerance
 
 __all__ = [
     "Certificates",
@@ -320,6 +320,19 @@ class Certificates:
             raise ValueError("l1 families support isotropic and diagonal scales only")
         if self.noise != "gaussian" and self.scales.has_cuts:
             raise ValueError("cuts are l2 regions' (gaussian); l1 regions have none")
+        if self.kind == "rotated" and n:
+            basis = self.scales.basis
+            defect = basis_defect(basis)
+            tolerance = basis_tolerance(self.n_features, basis.shape[2])
+            if not np.all(defect <= tolerance):
+                row = int(np.argmax(~(defect <= tolerance)))
+                raise ValueError(
+                    f"basis of row {row} is not orthonormal to float64 rounding "
+                    f"(max |U^T U - I| = {defect[row]:.3g} > {tolerance:.3g}): "
+                    "orthonormalise it in float64 (e.g. numpy.linalg.qr) and "
+                    "shrink its scales so that the region stays inside the one "
+                    "certified."
+                )
         if self.space not in ("input", "model"):
             raise ValueError(f"space must be 'input' or 'model'; got {self.space!r}")
         if (self.input_map is None) != (self.input_center is None):

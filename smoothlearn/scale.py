@@ -35,7 +35,9 @@ The forms, shared by all rows of one Scale:
   O(d q) after the base form's own product, its volume is exact
   (``det(S)^2 det(I - Q^T Q)``) and its smallest singular value a sound
   lower bound (a secular equation of size ``q``). A cut row is a region
-  only: it is never run (no noise).
+  only: it is never run (no noise). Its geometry (cuts, supports, inscribed
+  radius, volume), every number a proved bound in float64, is
+  :class:`~smoothlearn._cut_geometry.CutGeometry`'s, a mixin of Scale.
 
 Arrays are numpy, or torch tensors for what the engine and the optimisers
 compute (:meth:`noise`, :meth:`perturb`, :meth:`shared_parts`); the arithmetic
@@ -43,8 +45,14 @@ uses only operators and methods both share, so this module needs no torch.
 """
 
 import numpy as np
-import scipy.linalg
-from scipy.optimize import brentq
+
+from ._bases import (  # noqa: F401  (imported from here by other modules)
+    _padded_cuts,
+    basis_defect,
+    basis_tolerance,
+    orthonormal_to_rounding,
+)
+from ._cut_geometry import CUT_MARGIN, CutGeometry  # noqa: F401
 
 __all__ = ["Scale"]
 
@@ -60,7 +68,7 @@ FIELDS = {
 }
 
 
-class Scale:
+class Scale(CutGeometry):
     """The smoothing scales ``S_i`` of a set of rows, in one compact form.
 
     Parameters
@@ -114,13 +122,6 @@ class Scale:
         self.frame = frame
         self.cuts = cuts
 
-    def __getstate__(self):
-        # caches of derived facts (a cut row's factor and inscribed radius)
-        # are not part of the rows
-        return {
-            k: v for k, v in self.__dict__.items() if k not in ("_floor", "_factors")
-        }
-
     # ------------------------------------------------------------ the form
     @property
     def kind(self):
@@ -166,8 +167,11 @@ class Scale:
     def __getitem__(self, rows):
         """The rows ``rows`` (a slice, index array or list) as a Scale."""
         out = self.map(lambda a: a[rows])
-        if "_floor" in self.__dict__:
-            out._floor = self._floor[rows]
+        # per-row facts already derived (a cut row's radius, a basis's
+        # distance from orthonormal, the largest values) go with the rows
+        for name in ("_floor", "_deviation", "_largest"):
+            if name in self.__dict__:
+                setattr(out, name, self.__dict__[name][rows])
         return out
 
     def fields(self):
@@ -325,232 +329,6 @@ class Scale:
                 arrays["cuts"][i, :, : part.cuts.shape[2]] = part.cuts[0]
         return Scale(**arrays, offset=self.offset)
 
-    def capped(self, i, n_features, limit):
-        """Row ``i`` with every semi-axis of ``S_i`` capped at ``limit``.
-
-        A one-row Scale ``S'`` with the eigenvectors of ``S_i`` and singular
-        values ``min(lambda_j, limit)``: its region lies inside ``S_i``'s and
-        inside the ball of radius ``limit``, and holds the ball of radius
-        ``min(limit, lambda_min)`` (the memory's reduced region, rancer.md
-        section 3, larger than the paper's ball wherever ``S_i`` is longer
-        than ``limit`` along some axes and shorter along others). Exact (the
-        same axes, ``min`` exact in floating point) for the isotropic,
-        diagonal and rotated forms; a rotated row whose stored basis is
-        orthonormal only to more than rounding (a user's) is shrunk into the
-        row by a ``k x k`` check (``_room_inside``). In a diagonal frame the
-        axes come from a dense ``eigh`` (O(d^3)): the ``k`` shortest are
-        kept (capped) and the rest of the space takes ``min(limit,
-        lambda_(k+1))``, so the row keeps the form's shapes (a frame of
-        ones), shrunk by a bound on how far the decomposition's rounding
-        could take it outside ``S_i`` (from its residuals, about 1e-13
-        relative) and a relative margin of 1e-9.
-        """
-        limit = float(limit)
-        if self.row_cuts(i) is not None:
-            # a cut region has no per-axis cap in its own form: its inscribed
-            # ball (a sound lower bound of it), capped
-            return Scale(np.array([min(limit, float(self.smallest()[i]))]))
-        if self.kind != "rotated":
-            return Scale(np.minimum(self.values[[i]], limit))
-        if self.frame is None:
-            values = np.minimum(self.values[[i]], limit)
-            rest = np.minimum(self.rest[[i]], limit)
-            room = _room_inside(
-                self.basis[i], self.values[i], self.rest[i], values[0], rest[0]
-            )
-            if room is not None:
-                # a stored basis orthonormal only to rounding: the same axes
-                # capped can stick out by about cond(S) |U^T U - I| (1e-9
-                # relative seen); shrink into the row, with a margin for the
-                # check's own rounding (eigenvalues of the covariance, whose
-                # condition is cond(S)^2)
-                spread = max(self.values[i].max(), self.rest[i]) / min(
-                    self.values[i].min(), self.rest[i]
-                )
-                margin = max(1e-9, 1e3 * np.finfo(np.float64).eps * spread**2)
-                shrink = np.sqrt(min(room, 1.0) * (1.0 - margin))
-                values, rest = values * shrink, rest * shrink
-            return Scale(values, self.basis[[i]], rest)
-        dense = self.dense(i, n_features)
-        lam, vectors = np.linalg.eigh((dense + dense.T) / 2.0)  # ascending
-        smallest = float(self.smallest()[i])
-        ball = Scale(np.array([min(limit, smallest)]))  # where rounding defeats it
-        if not lam[0] > 0.0:
-            return ball
-        k = min(self.basis.shape[2], n_features)
-        values = np.minimum(lam[:k], limit)
-        rest = min(limit, lam[k]) if k < n_features else values.min()
-        # Containment, from the decomposition's own residuals: with unit v,
-        # e = ||V^T V - I|| and E = S - V diag(lam) V^T, the stored S' (V's
-        # first k columns, r' on the rest) meets ||S' v|| <= ||V g V^T v|| +
-        # r' e, g <= lam gives ||V g V^T v|| <= sqrt((1+e)/(1-e)) (||S v|| +
-        # ||E||), and ||S v|| >= smallest. Frobenius norms bound both
-        # spectral ones; the dense S's own rounding is added to ||E||.
-        eps = np.finfo(np.float64).eps
-        orthogonality = np.linalg.norm(vectors.T @ vectors - np.eye(n_features))
-        residual = np.linalg.norm(dense - (vectors * lam) @ vectors.T)
-        residual += 8 * n_features * eps * float(self.largest()[i])
-        if orthogonality >= 0.5:
-            return ball
-        growth = np.sqrt((1 + orthogonality) / (1 - orthogonality))
-        excess = growth * (1 + residual / smallest) + rest * orthogonality / smallest
-        excess *= 1.0 + 1e-9
-        return Scale(
-            values[None] / excess, vectors[None, :, :k], np.array([rest]) / excess
-        )
-
-    def cut(self, i, n_features, direction, extent, keep=None):
-        """Row ``i`` cut to the slab ``|v^T y| <= extent`` (``v`` = ``direction``).
-
-        The region's covariance ``M`` (``S_i^2``, less any earlier cuts) takes
-        a rank-one down-date ``M' = M - w w^T`` with ``(v^T w)^2 = s - g^2``,
-        ``s = v^T M v``: ``M' <= M`` (inside the row) and ``v^T M' v = g^2``
-        (inside the slab; its support along ``v`` is ``g``). ``g`` is
-        ``extent`` less a relative ``1e-9`` and the rounding of ``s`` (the
-        slab holds after rounding).
-
-        The largest such region (``w`` minimising ``w^T M^-1 w``) takes ``w``
-        along ``M v``: ``M' = M - (s - g^2) / s^2 (M v)(M v)^T``, whose volume
-        falls by ``g / sqrt(s)``, along one direction only; it may lose part
-        of the inscribed ball. With ``keep`` (a radius below ``g``; where it
-        is not below the row's inscribed radius, the largest region is
-        taken), ``w`` also keeps the ball of radius ``keep``
-        inside (``w^T (M - keep^2 I)^-1 w <= 1``): the Lagrange conditions
-        give ``w`` along ``(M^-1 + mu (M - keep^2 I)^-1)^-1 v``, ``mu`` the
-        least that keeps the ball (a bisection; closed forms through the
-        base's eigenvalues and Woodbury for earlier cuts). A diagonal frame,
-        or a basis orthonormal only to more than rounding, takes the largest
-        region.
-
-        Returns the one-row Scale with the new cut column (unchanged where the
-        row already lies in the slab), or None where the cut would leave too
-        thin a region for its rounding to stay inside the slab (``g^2 / s``
-        below ``1e-12``).
-        """
-        v = np.asarray(direction, dtype=np.float64)
-        row = self[[i]]
-        mv = row._covariance_apply(0, v)
-        s = float(v @ mv)
-        eps = np.finfo(np.float64).eps
-        g2 = float(extent) ** 2 * (1.0 - 2e-9) - 64 * n_features * eps * s
-        if s <= g2:
-            return row
-        if not g2 > 1e-12 * s:
-            return None
-        column = (np.sqrt(s - g2) / s) * mv
-        if keep is not None and keep**2 < g2:
-            kept = row._ball_keeping_direction(v, mv, s - g2, float(keep) ** 2)
-            if kept is not None:
-                column = kept * (np.sqrt(s - g2) / float(v @ kept))
-        old = row.cuts
-        cuts = column[None, :, None]
-        if old is not None:
-            cuts = np.concatenate([np.asarray(old, dtype=np.float64), cuts], axis=2)
-        return Scale(**{**row._arrays(), "cuts": cuts})
-
-    def _ball_keeping_direction(self, v, mv, tau, r2):
-        """For row 0: ``u = (M^-1 + mu N^-1)^-1 v`` (``N = M - r2 I``) with the
-        least ``mu >= 0`` such that ``w = u sqrt(tau) / (v.u)`` keeps the ball
-        (``w^T N^-1 w <= 1`` less a margin), or None where the form has no
-        closed-form functions of its base, the ball does not fit (no ``mu``
-        keeps it, or ``M - w w^T`` would not stay positive definite), or the
-        largest region already keeps it (``mu = 0``)."""
-        if self.frame is not None:
-            return None
-        if self.kind == "rotated" and not orthonormal_to_rounding(self.basis[0]):
-            return None
-        cuts = self.row_cuts(0)
-        target = 1.0 - 1e-9
-
-        def base(f, x):  # f(B) x, B = the base's S^2, x of shape (d,) or (d, q)
-            return self._base_function_apply(0, x, f)
-
-        def inverse(shift, x):  # (B - shift I - C C^T)^-1 x, Woodbury
-            out = base(lambda b: 1.0 / (b - shift), x)
-            if cuts is None:
-                return out
-            bc = base(lambda b: 1.0 / (b - shift), cuts)
-            inner = np.eye(cuts.shape[1]) - cuts.T @ bc
-            return out + bc @ np.linalg.solve(inner, bc.T @ x)
-
-        def ball_value(u):
-            value = tau * float(u @ inverse(r2, u)) / float(v @ u) ** 2
-            return value if value >= 0.0 else np.inf  # N indefinite: no ball
-
-        if ball_value(mv) <= target:
-            return None  # the largest region keeps the ball already
-
-        if cuts is not None:
-            # M^-1 = B^-1 + U1 G1^-1 U1^T and N^-1 alike (Woodbury), so
-            # M^-1 + mu N^-1 = D + U K U^T with D = f(B), f = 1/b + mu/(b - r2)
-            q = cuts.shape[1]
-            u1 = base(lambda b: 1.0 / b, cuts)
-            u2 = base(lambda b: 1.0 / (b - r2), cuts)
-            big_u = np.hstack([u1, u2])
-            g1, g2 = np.eye(q) - cuts.T @ u1, np.eye(q) - cuts.T @ u2
-            k_inv = np.zeros((2 * q, 2 * q))
-            k_inv[:q, :q] = g1
-
-        def direction(mu):
-            def d_inv(x):
-                return base(lambda b: 1.0 / (1.0 / b + mu / (b - r2)), x)
-
-            out = d_inv(v)
-            if cuts is None:
-                return out
-            k_inv[q:, q:] = g2 / mu
-            du = d_inv(big_u)
-            return out - du @ np.linalg.solve(k_inv + big_u.T @ du, big_u.T @ out)
-
-        # the least mu to a factor 1.05 (the kept ball's side of it): a
-        # larger mu only keeps the ball with more to spare, at some volume
-        lo, hi = 0.0, 1.0
-        while ball_value(direction(hi)) > target:
-            lo, hi = hi, hi * 8.0
-            if hi > 1e16:
-                return None
-        while lo == 0.0 or hi > 1.05 * lo:
-            mid = np.sqrt(lo * hi) if lo > 0.0 else hi / 8.0
-            if ball_value(direction(mid)) > target:
-                lo = mid
-            else:
-                hi = mid
-            if hi < 1e-12:  # mu -> 0: the largest region nearly keeps it
-                break
-        u = direction(hi)
-        if not (np.all(np.isfinite(u)) and float(v @ u) > 0.0):
-            return None
-        # M - w w^T must stay positive definite (w^T M^-1 w < 1): it does where
-        # the ball fits (N > 0), which nothing above assumed; checked
-        w = u * (np.sqrt(tau) / float(v @ u))
-        if not float(w @ inverse(0.0, w)) < target:
-            return None
-        return u
-
-    def _base_function_apply(self, i, x, f):
-        """``f(B) x`` for row ``i``'s base covariance ``B = S^2`` (no frame):
-        ``f`` of its eigenvalues, in its own frame."""
-        x = np.asarray(x, dtype=np.float64)
-        x = np.asarray(x, dtype=np.float64)
-
-        def scaled(fb, y):  # diag(fb) y, for y of shape (n,) or (n, q)
-            return fb * y if np.ndim(fb) == 0 or y.ndim == 1 else fb[:, None] * y
-
-        if self.kind != "rotated":
-            return scaled(f(np.asarray(self.values[i], dtype=np.float64) ** 2), x)
-        u = np.asarray(self.basis[i], dtype=np.float64)
-        coef = u.T @ x
-        out = u @ scaled(f(np.asarray(self.values[i], dtype=np.float64) ** 2), coef)
-        if u.shape[1] < u.shape[0]:  # a full rotation has no complement
-            out = out + f(float(self.rest[i]) ** 2) * (x - u @ coef)
-        return out
-
-    def _covariance_apply(self, i, v):
-        """``(S_i^2 - C_i C_i^T) v`` for ``v`` of shape (d,)."""
-        out = self._apply_base(i, self._apply_base(i, v, 1.0, 1.0), 1.0, 1.0)
-        cuts = self.row_cuts(i)
-        return out if cuts is None else out - cuts @ (cuts.T @ v)
-
     # -------------------------------------------------------------- facts
     def _has_complement(self):
         return self.kind == "rotated" and self.basis.shape[2] < self.basis.shape[1]
@@ -579,58 +357,31 @@ class Scale:
         smallest = self.values.min(axis=1)
         if self._has_complement():
             smallest = np.minimum(smallest, self.rest)
+        if self.kind == "rotated":
+            smallest = np.maximum(smallest - self._basis_deviation(), 0.0)
         if self.frame is not None:
             smallest = smallest * self.frame.min(axis=1) ** 2
         return smallest
 
-    def _cut_smallest(self, i, base):
-        """A sound lower bound of the smallest singular value of row ``i``'s
-        cut region, ``sqrt(lambda_min(S^2 - C C^T))``.
-
-        Below ``lambda_min(S^2)``, ``S^2 - lam I - C C^T`` is positive definite
-        iff ``phi(lam) = lambda_max(C^T (S^2 - lam I)^-1 C) < 1``, and ``phi``
-        increases with ``lam``: a root search of size ``q`` where ``(S^2 - lam
-        I)^-1`` is closed-form (isotropic, diagonal, rotated on a basis
-        orthonormal to rounding), kept where ``phi`` is below 1 by a margin
-        (1e-9) far above its rounding; ``lam`` stays below ``(1 - 1e-6)
-        lambda_min(S^2)`` so that ``S^2 - lam I`` loses at most six digits
-        to cancellation. Otherwise (a diagonal frame, a basis orthonormal only
-        to more than rounding) the dense eigenvalues less a bound on their
-        rounding, O(d^3) once per row.
-        """
-        cuts = self.row_cuts(i)
-        margin = 1e-9
-        d = cuts.shape[0]
-        eps = np.finfo(np.float64).eps
-        dense = self.frame is not None
-        if self.kind == "rotated" and not dense:
-            dense = not orthonormal_to_rounding(self.basis[i])
-        if dense:
-            lam = np.linalg.eigvalsh(self.covariance(i, d))
-            # eigvalsh's error is within a few d eps ||M||, ||M|| = lam[-1]
-            low = float(lam[0]) - 16 * d * eps * float(np.abs(lam).max())
-            return float(np.sqrt(max(low, 0.0) * (1.0 - margin)))
-        cap = float(base) ** 2 * (1.0 - 1e-6)
-
-        def phi(lam):
-            shifted = self._shifted_inverse(i, cuts, lam)  # (S^2 - lam I)^-1 C
-            return float(np.linalg.eigvalsh(cuts.T @ shifted)[-1]) - (1.0 - margin)
-
-        if not phi(0.0) < 0.0:
+    def _basis_deviation(self):
+        """A bound on ``||R - R_P||`` per row: the rotated scale as run, ``r I +
+        U D U^T`` (``D = diag(s - r)``), against its closed form on the polar
+        factor ``P`` of ``U`` (whose singular values are ``s`` and ``r``
+        exactly): ``1.01 ||U^T U - I||_F max|s - r|`` (``U = P H``, ``||H -
+        I|| <= ||U^T U - I|| / 2``). Zero for torch arrays (the engine's,
+        never a certificate's)."""
+        if not isinstance(self.basis, np.ndarray):
             return 0.0
-        if phi(cap) < 0.0:
-            lam = cap
-        else:
-            lam = brentq(phi, 0.0, cap, xtol=1e-15 * cap, rtol=1e-12)
-            # the root's side where phi < 0 (brentq may answer either)
-            while lam > 0.0 and not phi(lam) < 0.0:
-                lam = lam * (1.0 - 1e-6) - 1e-300
-        return float(np.sqrt(max(lam, 0.0) * (1.0 - margin)))
-
-    def _shifted_inverse(self, i, v, lam):
-        """``(S_i^2 - lam I)^-1 v`` for ``v`` of shape (d, q), a row without a
-        frame and ``lam`` below its smallest eigenvalue."""
-        return self._base_function_apply(i, v, lambda b: 1.0 / (b - lam))
+        cached = self.__dict__.get("_deviation")
+        if cached is not None:
+            return cached
+        basis = np.asarray(self.basis, dtype=np.float64)
+        gram = basis.swapaxes(1, 2) @ basis - np.eye(basis.shape[2])
+        gram_error = np.sqrt(np.sum(gram**2, axis=(1, 2)))
+        values = np.asarray(self.values, dtype=np.float64)
+        spread = np.abs(values - np.asarray(self.rest, dtype=np.float64)[:, None])
+        self._deviation = 1.01 * gram_error * spread.max(axis=1)
+        return self._deviation
 
     def largest(self):
         """Largest singular value of each ``S_i``, shape (m,).
@@ -640,11 +391,18 @@ class Scale:
         """
         if self.kind == "isotropic":
             return np.array(self.values, dtype=np.float64)
+        cached = self.__dict__.get("_largest")
+        if cached is not None:
+            return cached
         largest = self.values.max(axis=1)
         if self._has_complement():
             largest = np.maximum(largest, self.rest)
+        if self.kind == "rotated":
+            largest = largest + self._basis_deviation()
         if self.frame is not None:
             largest = largest * self.frame.max(axis=1) ** 2
+        if isinstance(largest, np.ndarray):
+            self._largest = largest
         return largest
 
     def geometric_mean(self, n_features):
@@ -662,34 +420,6 @@ class Scale:
             log_sum = log_sum + 2.0 * np.log(self.frame).sum(axis=1)
         mean = np.exp(log_sum / n_features)
         return mean if self.cuts is None else self._with_cut_volume(mean, n_features)
-
-    def _with_cut_volume(self, mean, n_features):
-        mean = np.array(mean, dtype=np.float64, copy=True)
-        for i in range(len(self)):
-            factor = self._cut_factor(i)
-            if factor is not None:
-                # det(S^2 - C C^T) = det(S)^2 det(I - Q^T Q), Q = S^-1 C
-                shrink = np.clip(1.0 - factor[1] ** 2, 0.0, None)
-                mean[i] *= np.exp(np.log(shrink).sum() / (2.0 * n_features))
-        return mean
-
-    def _cut_factor(self, i):
-        """``(W, sv)`` with ``S_i^-1 C_i = W diag(sv) V^T`` (thin), or None
-        for a row without cuts: the factor ``L = S (I - Q Q^T)^1/2`` of the
-        cut region acts as ``S`` times ``I - W diag(1 - sqrt(1 - sv^2)) W^T``."""
-        if self.cuts is None:
-            return None
-        # kept per row: every whitening and support of a cut region uses it
-        cache = self.__dict__.setdefault("_factors", {})
-        if i not in cache:
-            cuts = self.row_cuts(i)
-            if cuts is None:
-                cache[i] = None
-            else:
-                q = self._apply_base(i, cuts.T, -1.0, 1.0).T  # S^-1 C, (d, q)
-                w, sv, _ = np.linalg.svd(q, full_matrices=False)
-                cache[i] = (w, sv)
-        return cache[i]
 
     def apply(self, i, v, power=1.0, factor=1.0, transpose=False):
         """``(factor S_i)^power v`` for ``v`` of shape (..., d), in float64.
@@ -765,11 +495,14 @@ class Scale:
         if self.frame is not None:
             dense = self.dense(i, n_features, factor=factor)
             return dense @ dense
-        u = self.basis[i]
-        rest2 = (factor * self.rest[i]) ** 2
-        return (u * ((factor * self.values[i]) ** 2 - rest2)) @ u.T + rest2 * np.eye(
-            n_features
-        )
+        # S S as run (S = r I + U D U^T, D = diag(s - r)), for any basis:
+        # r^2 I + U (2 r D + D U^T U D) U^T
+        u = np.asarray(self.basis[i], dtype=np.float64)
+        rest = factor * float(self.rest[i])
+        spread = factor * np.asarray(self.values[i], dtype=np.float64) - rest
+        middle = spread[:, None] * (u.T @ u) * spread[None, :]
+        middle[np.diag_indices_from(middle)] += 2.0 * rest * spread
+        return u @ middle @ u.T + rest**2 * np.eye(n_features)
 
     def diagonal_or_dense(self, i, n_features, factor=1.0):
         """``factor S_i`` as its diagonal (d,) where it is diagonal in the
@@ -983,75 +716,3 @@ class Scale:
             )
         shrink = 1.0 - 2.0 * delta / smallest
         return run, Scale(scale * shrink[:, None], q, rest * shrink, frame=run.frame)
-
-
-def _room_inside(basis, values, rest, capped_values, capped_rest):
-    """How far ``S'`` (``capped_*``) may be scaled and stay inside ``S``: the
-    largest ``c^2`` with ``c S'`` inside ``S``, both read as the stored
-    rotated form ``r I + U diag(s - r) U^T`` and as its covariance
-    ``r^2 I + U diag(s^2 - r^2) U^T`` (the memory's), for a basis ``U``
-    orthonormal or not.
-
-    With ``G = U^T U`` and ``U = Q G^1/2`` (``Q`` orthonormal) both forms act
-    as ``r`` (``r^2``) on the complement of ``U``'s span and as the ``k x k``
-    matrices ``r I + G^1/2 diag(s - r) G^1/2`` (and the covariance's) on it, so
-    containment is a generalised eigenvalue problem of size ``k``. A basis
-    orthonormal to rounding (``|G - I| <= 4 k eps``) returns None without
-    solving: the capped axes are then exactly inside.
-    """
-    basis = np.asarray(basis, dtype=np.float64)
-    if orthonormal_to_rounding(basis):
-        return None
-    gram = basis.T @ basis
-    lam, vec = np.linalg.eigh(gram)
-    root = (vec * np.sqrt(np.clip(lam, 0.0, None))) @ vec.T
-    # the complement takes r' = min(r, limit) <= r: never the binding side
-    room = 1.0
-    for power in (1, 2):
-        a = _on_span(root, values, rest, power)
-        b = _on_span(root, capped_values, capped_rest, power)
-        if power == 1:  # (c S')^2 <= S^2
-            a, b = a @ a, b @ b
-        try:
-            lowest = float(scipy.linalg.eigh(a, b, eigvals_only=True)[0])
-        except np.linalg.LinAlgError:  # the capped form itself is degenerate
-            return 0.0
-        room = min(room, lowest)
-    return max(room, 0.0)
-
-
-def _on_span(root, values, rest, power):
-    """``r^p I + G^1/2 diag(s^p - r^p) G^1/2``: the rotated form's ``p``-th
-    power (1: the form, 2: its covariance) on its basis's span."""
-    values = np.asarray(values, dtype=np.float64)
-    rest = float(rest)
-    return (
-        rest**power * np.eye(len(root)) + (root * (values**power - rest**power)) @ root
-    )
-
-
-def _padded_cuts(parts):
-    """The cuts of ``parts`` (Scales of one form) stacked, zero columns padding
-    each to the most any has; None where none has cuts."""
-    if all(p.cuts is None for p in parts):
-        return None
-    d = next(np.shape(p.cuts)[1] for p in parts if p.cuts is not None)
-    q = max(np.shape(p.cuts)[2] for p in parts if p.cuts is not None)
-    out = np.zeros((sum(len(p) for p in parts), d, q))
-    start = 0
-    for p in parts:
-        if p.cuts is not None:
-            out[start : start + len(p), :, : np.shape(p.cuts)[2]] = p.cuts
-        start += len(p)
-    return out
-
-
-def orthonormal_to_rounding(basis):
-    """Whether a ``(d, k)`` basis is orthonormal to float64 rounding
-    (``|U^T U - I| <= 4 k eps``), as the engine's are: closed forms that
-    assume orthonormal columns are exact there."""
-    basis = np.asarray(basis, dtype=np.float64)
-    k = basis.shape[1]
-    return bool(
-        np.abs(basis.T @ basis - np.eye(k)).max() <= 4 * k * np.finfo(float).eps
-    )

@@ -31,21 +31,21 @@ def _base_covariance(region):
     if region.basis is None:
         semi = semi * d if len(semi) == 1 else semi
         return mpmath.diag([s**2 for s in semi])
+    # S as run, for any basis: r I + U diag(s - r) U^T (not the closed form
+    # r^2 I + U diag(s^2 - r^2) U^T of its square, which holds only for an
+    # exactly orthonormal U)
     u = mpmath.matrix(region.basis.tolist())
     k = region.basis.shape[1]
-    rest2 = (rho * mpmath.mpf(float(region.scale_rest))) ** 2
-    m = rest2 * mpmath.eye(d)
+    rest = rho * mpmath.mpf(float(region.scale_rest))
+    t = rest * mpmath.eye(d)
     for j in range(k):
         col = u[:, j]
-        m += (semi[j] ** 2 - rest2) * (col * col.T)
+        t += (semi[j] - rest) * (col * col.T)
     frame = region.form.frame
-    if frame is None:
-        return m
-    # S = F R F: M = F R F F R F, built from T = rho R (m = T T^T, T symmetric)
-    t = _symmetric_root(m)
-    f = mpmath.diag([mpmath.mpf(float(v)) for v in frame[0]])
-    ft = f * t * f
-    return ft * ft.T
+    if frame is not None:
+        f = mpmath.diag([mpmath.mpf(float(v)) for v in frame[0]])
+        t = f * t * f
+    return t * t.T
 
 
 def _symmetric_root(m):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..geometry import support_extent
 
-__all__ = ["candidate_directions", "pair_slab", "realise", "split"]
+__all__ = ["candidate_directions", "content_rank", "pair_slab", "realise", "split"]
 
 #: Slabs a region keeps its ball through (``objective='radius'``): each such
 #: cut, and each step of the blend's search, costs O(d q^2) for a region of q
@@ -82,7 +82,7 @@ def split(total, h_a, h_b, r_a, r_b, objective):
                 g_a, g_b = r_a, total - r_a
             elif g_b < r_b:
                 g_a, g_b = total - r_b, r_b
-        elif min(r_a, r_b) < half:
+        elif 0.0 < min(r_a, r_b) < half:  # a flat region has no ball to keep
             g_a, g_b = (r_a, total - r_a) if r_a <= r_b else (total - r_b, r_b)
         else:
             g_a, g_b = half, half
@@ -100,11 +100,15 @@ def pair_slab(region_a, region_b, r_a, r_b, objective, eps):
     diff = region_b.center - region_a.center
     best, best_score = None, None
     for v in candidate_directions(diff, region_a, region_b):
-        total = float(v @ diff) * (1.0 - SLAB_MARGIN) - eps
+        # the margin is the pair's own, against the centres' distance (v is a
+        # unit vector): the slabs stay apart whatever eps, 0 included
+        total = float(v @ diff) - SLAB_MARGIN * float(np.linalg.norm(diff)) - eps
         if not total > 0.0:
             continue
         h_a, h_b = support_extent(region_a, v), support_extent(region_b, v)
         g_a, g_b = split(total, h_a, h_b, r_a, r_b, objective)
+        if not (g_a > 0.0 and g_b > 0.0):
+            continue
         cost = np.log(max(h_a / g_a, 1.0)) + np.log(max(h_b / g_b, 1.0))
         kept = min(g_a, r_a) + min(g_b, r_b)
         score = (kept, -cost) if objective == "radius" else (-cost,)
@@ -164,12 +168,12 @@ def realise(region, planes, shrink, objective):
             return cut
         if not keeping:  # each step of the blend's search is a secular equation
             return capped
-        return _blended(region, cut, capped)
+        return _blended(region, cut, capped, planes)
     volume = (cut.form.geometric_mean(d)[0], capped.form.geometric_mean(d)[0])
     return cut if volume[0] >= volume[1] else capped
 
 
-def _blended(region, cut, capped, steps=20):
+def _blended(region, cut, capped, planes, steps=20):
     """The region of covariance ``(1 - t) M_cut + t M_capped`` with the least
     ``t`` whose inscribed radius reaches the capped region's (the most
     volume for that radius along this line), or ``capped`` where the two do
@@ -177,8 +181,9 @@ def _blended(region, cut, capped, steps=20):
 
     Sound for every ``t``: both covariances are below the original's and
     have supports within every slab along its direction, so their convex
-    combination does too. Where the capped row keeps the original's axes,
-    the combination is a cut row of the same form: base values
+    combination does too (re-checked after rounding on each of
+    ``planes``). Where the capped row keeps the original's axes, the
+    combination is a cut row of the same form: base values
     ``sqrt((1 - t) s^2 + t s_capped^2)`` (never above ``s``) and cuts
     ``sqrt(1 - t) C``. Its inscribed radius is concave in ``t``, so the ``t``
     reaching the capped one's bounds an interval: bisection.
@@ -215,4 +220,57 @@ def _blended(region, cut, capped, steps=20):
             hi = mid
         else:
             lo = mid
-    return at(hi) if hi < 1.0 else capped
+    if not hi < 1.0:
+        return capped
+    blended = at(hi)
+    # the mixture's rounding (sqrt(1 - t) C against supports that thin cuts
+    # make far smaller than ||C^T v||) is checked, not assumed: every slab
+    # by the proved support, else the cap
+    if any(support_extent(blended, v) > g for v, g, _ in planes):
+        return capped
+    return blended
+
+
+def content_rank(certificates):
+    """Each row's place in an order of the certificates' content (centre,
+    class, gap, the scale's extreme values and volume), not their position."""
+    scales = certificates.scales
+    keys = [
+        scales.geometric_mean(certificates.n_features),
+        scales.smallest(),
+        certificates.gap,
+        certificates.class_index,
+        *certificates.center.T[::-1],
+    ]
+    # ties on every key (mirror images, one region in two bases) are broken
+    # by the full content: the raw bytes of every row's arrays, never the
+    # input's position
+    order = np.lexsort(keys)  # the last key first: the centre's coordinates
+    columns = np.stack(keys, axis=1)[order] if len(order) else None
+    start = 0
+    for stop in range(1, len(order) + 1):
+        if stop < len(order) and np.array_equal(columns[stop], columns[start]):
+            continue
+        if stop - start > 1:  # a run tying on every key
+            run = order[start:stop]
+            order[start:stop] = sorted(
+                run, key=lambda i: _row_bytes(certificates, int(i))
+            )
+        start = stop
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
+def _row_bytes(certificates, i):
+    """Row ``i``'s content as bytes: its centre, gap, class and every array of
+    its scale (float64, native order), for a total order of the rows."""
+    parts = [
+        np.asarray(certificates.center[i], dtype=np.float64),
+        np.asarray([certificates.gap[i]], dtype=np.float64),
+        np.asarray([certificates.class_index[i]], dtype=np.float64),
+    ]
+    for array in certificates.scales._arrays().values():
+        if array is not None:
+            parts.append(np.asarray(array[i], dtype=np.float64).ravel())
+    return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)

@@ -23,7 +23,13 @@ from ..strategies import STRATEGIES
 from ..strategies._base import describe_smoothing, describe_value
 from ..strategies._curvature import resolve_rank
 from ..utils._sklearn_compat import Interval, StrOptions
-from ._joint import SLAB_MARGIN, candidate_directions, pair_slab, realise
+from ._joint import (
+    SLAB_MARGIN,
+    candidate_directions,
+    content_rank,
+    pair_slab,
+    realise,
+)
 
 __all__ = ["MemoryCertifier", "key_by_smoothing", "remembered", "resolved_rank_key"]
 
@@ -417,9 +423,15 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         diff = region.center - other.center
         best, best_ratio = None, -np.inf
         for v in candidate_directions(diff, other, region):
-            g = (float(v @ diff) - support_extent(other, v)) * (
-                1.0 - SLAB_MARGIN
-            ) - self.eps
+            # a margin of the pair's own (against the distance and the
+            # other's support): the slab misses the other whatever eps
+            reach = support_extent(other, v)
+            g = (
+                float(v @ diff)
+                - reach
+                - SLAB_MARGIN * (float(np.linalg.norm(diff)) + reach)
+                - self.eps
+            )
             if not g > 0.0:
                 continue
             ratio = g / max(support_extent(region, v), 1e-300)
@@ -434,7 +446,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             if other is None:
                 return None, reduced
             distance = self._distance(other, region.center) - self.eps
-            if distance <= 0:
+            if not distance > 0:  # NaN too: no distance is certain
                 return None, reduced
             # DESIGN.md section 6 and both papers take the ball of radius
             # min(D, inscribed radius). Any part of the region inside the
@@ -444,7 +456,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             # A cut keeps the region in a slab that misses the other region
             if shrink == "ball":
                 region = region.ball(min(distance, region.inradius))
-            elif shrink == "cut":
+            elif shrink == "cut" and region.norm == "l2":  # l1: capped
                 plane = self._plane_from(other, region)
                 cut = None if plane is None else region.cut(*plane)
                 region = region.capped(distance) if cut is None else cut
@@ -511,7 +523,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             else:
                 regions[i] = region
         planes = {i: [] for i in regions}
-        rank = _content_rank(certificates)
+        rank = content_rank(certificates)
         inradius = {i: regions[i].inradius for i in regions}
         for a, b in self._call_pairs(certificates, regions, rank):
             region_a, region_b = regions[a], regions[b]
@@ -642,10 +654,42 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             abstentions where they conflicted with the memory.
         """
         self._check(certificates)
-        if not hasattr(self, "n_entries_"):
+        fresh = not hasattr(self, "n_entries_")
+        if fresh:
             self._initialise(certificates)
         verbose = self.verbose if verbose is None else max(verbose, self.verbose)
-        return self._process(certificates, verbose=verbose)
+        saved = self._snapshot()
+        try:
+            return self._process(certificates, verbose=verbose)
+        except BaseException:
+            # a failed call leaves the memory exactly as it was
+            if fresh:
+                self.reset()
+            else:
+                self._restore(saved)
+            raise
+
+    _COUNTERS = ("n_entries_", "n_seen_", "n_abstained_", "n_reduced_", "n_inspected_")
+
+    def _snapshot(self):
+        """What a call may change: the counters, and how many entries."""
+        return {name: getattr(self, name) for name in self._COUNTERS}
+
+    def _restore(self, saved):
+        """Undo a call's changes (:meth:`_snapshot`): entries stored since are
+        dropped and the index is rebuilt from the entries kept."""
+        n = saved["n_entries_"]
+        if len(self._regions) != n:
+            del self._regions[n:]
+            del self._labels[n:]
+            self._centres[n:] = 0.0
+            self._radii[n:] = 0.0
+            self._index = _CentreIndex(self._index.metric)
+            if self.index:
+                for entry in range(n):
+                    self._index.add(entry, self._centres, self._radii)
+        for name, value in saved.items():
+            setattr(self, name, value)
 
     def fit_transform(self, certificates, y=None):
         """``reset`` then ``transform``."""
@@ -655,23 +699,6 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.requires_fit = False
         return tags
-
-
-def _content_rank(certificates):
-    """Each row's place in an order of the certificates' content (centre,
-    class, gap, the scale's extreme values and volume), not their position."""
-    scales = certificates.scales
-    keys = [
-        scales.geometric_mean(certificates.n_features),
-        scales.smallest(),
-        certificates.gap,
-        certificates.class_index,
-        *certificates.center.T[::-1],
-    ]
-    order = np.lexsort(keys)  # the last key first: the centre's coordinates
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order))
-    return rank
 
 
 # --------------------------------------------- an estimator's memories by smoothing
