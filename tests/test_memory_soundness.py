@@ -569,3 +569,74 @@ def test_regions_in_64_dimensions_are_apart_by_a_long_double_witness(shrink):
                 gap = wide_v @ diff.astype(np.longdouble) - h_a - h_b
                 best = max(best, float(gap / np.linalg.norm(v)))
             assert best > 0.0, (a, b, best)
+
+
+def _pair(scale, gap=(1.0, 1.0), center=((0.0, 0.0), (1.0, 0.0)), **kw):
+    return Certificates(
+        label=[0, 1],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=list(gap),
+        center=[list(c) for c in center],
+        scale=scale,
+        noise="gaussian",
+        class_index=[0, 1],
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"scale": [-1.0, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [np.nan, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [np.inf, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [[1.0, -1.0], [1.0, 1.0]]}, "scale must be finite and >= 0"),
+        ({"scale": [1.0, 1.0], "gap": [np.nan, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "gap": [np.inf, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "gap": [-0.5, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "center": [[0.0, np.nan], [1, 0]]}, "not finite"),
+        ({"scale": [1.0, 1.0], "center": [[0.0, np.inf], [1, 0]]}, "not finite"),
+        (
+            {
+                "scale": [[1.0], [1.0]],
+                "basis": np.eye(2)[None, :, :1].repeat(2, 0),
+                "scale_rest": [-1.0, 1.0],
+            },
+            "scale_rest must be finite",
+        ),
+        (
+            {
+                "scale": np.zeros((2, 0)),
+                "basis": np.zeros((2, 2, 0)),
+                "scale_rest": [1.0, 1.0],
+            },
+            "k >= 1",
+        ),
+    ],
+)
+def test_certificates_refuse_values_no_region_has(fields, message):
+    # finding: a negative scale (radius -1 reported, and a region the memory
+    # kept beside one it meets), NaN / infinite scales and gaps and negative
+    # gaps were accepted and remembered; NaN centres failed in sklearn
+    # mid-call, leaving the memory changed; k = 0 failed in a reduction
+    with pytest.raises(ValueError, match=message):
+        _pair(**fields)
+
+
+def test_zero_gap_and_scale_of_abstained_rows_are_allowed_and_empty_is_clear():
+    given = Certificates(
+        label=[0, -1],
+        abstained=[False, True],
+        p_lower=[0.9, 0.0],
+        gap=[1.0, 0.0],
+        center=[[0.0, 0.0], [1.0, 0.0]],
+        scale=[1.0, 0.0],
+        noise="gaussian",
+        class_index=[0, -1],
+    )
+    assert given.radius[1] == 0.0 and given.radius[0] > 0
+    empty = Certificates([], [], [], [], np.zeros((0, 2)), np.zeros(0), "gaussian")
+    assert len(empty) == 0 and empty.n_features == 2
+    with pytest.raises(ValueError, match="empty Certificates need center"):
+        Certificates([], [], [], [], [], np.zeros(0), "gaussian")
