@@ -640,3 +640,56 @@ def test_zero_gap_and_scale_of_abstained_rows_are_allowed_and_empty_is_clear():
     assert len(empty) == 0 and empty.n_features == 2
     with pytest.raises(ValueError, match="empty Certificates need center"):
         Certificates([], [], [], [], [], np.zeros(0), "gaussian")
+
+
+_MODES = [
+    {"shrink": shrink, "eps": eps, "joint": joint}
+    for shrink in ("auto", "ball", "capped", "cut")
+    for eps in (1e-6, 0.0)
+    for joint in (True, False)
+]
+
+
+@pytest.mark.parametrize("size", [1e-100, 1e200])
+def test_lengths_outside_the_proved_range_are_refused(size):
+    # finding: two balls of radius s, centres s apart (the midpoint in both:
+    # max_t t(1-t) d^T M(t)^-1 d = 0.25 < 1 in 50 digits), were both kept
+    # unreduced at s = 1e-100 and 1e200 in every mode (squared supports
+    # underflowed to 0 / overflowed)
+    given = _pair([size, size], center=((0.0, 0.0), (size, 0.0)))
+    for mode in _MODES:
+        memory = MemoryCertifier(**mode)
+        with pytest.raises(ValueError, match="outside the range"):
+            memory.fit_transform(given)
+
+
+@pytest.mark.parametrize("size", [1e-30, 1e30, 1e-7, 1e7])
+def test_lengths_at_the_ends_of_the_range_are_proved(size):
+    given = _pair([size, size], center=((0.0, 0.0), (size, 0.0)))
+    for mode in _MODES:
+        out = MemoryCertifier(**mode).fit_transform(given)
+        _audit(given, out)
+
+
+@pytest.mark.parametrize("apart", [1e-100, 1e-40])
+def test_reductions_far_below_the_range_stay_sound(apart):
+    # property (passes on the base too): unit balls 1e-100 apart reduced (eps=0,
+    # joint) below the range abstain or stay sound against a second call's balls
+    # at 2.5e-101 and 7.5e-101 of the other labels (60-digit K)
+    for mode in _MODES:
+        memory = MemoryCertifier(**mode)
+        first = _pair([1.0, 1.0], center=((0.0, 0.0), (apart, 0.0)))
+        out = memory.fit_transform(first)
+        before = [(r, out.label[i]) for i, r in _audit(first, out).items()]
+        second = Certificates(
+            label=[1, 0],
+            abstained=[False, False],
+            p_lower=[0.9, 0.9],
+            gap=[1.0, 1.0],
+            center=[[apart / 4, 0.0], [3 * apart / 4, 0.0]],
+            scale=[1.0, 1.0],
+            noise="gaussian",
+            class_index=[1, 0],
+        )
+        again = memory.transform(second)
+        _audit(second, again, before)
