@@ -362,6 +362,14 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         )
 
     def _store(self, region, label):
+        # contiguous arrays, as a pickle restores them: a capped row's basis
+        # is a strided view of an eigendecomposition (strides (0, 32, 8)),
+        # and products with it round differently (1.4e-15 relative)
+        form = region.form
+        for name in ("values", "basis", "rest", "frame", "cuts"):
+            array = getattr(form, name)
+            if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+                setattr(form, name, np.ascontiguousarray(array))
         entry = len(self._regions)
         self._regions.append(region)
         self._labels.append(label)
