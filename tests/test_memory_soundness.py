@@ -893,3 +893,53 @@ def test_a_pickled_memory_of_a_capped_framed_row_answers_bit_identically():
         x, y = getattr(a, name), getattr(b, name)
         assert x.tobytes() == y.tobytes(), name
     assert a.abstained.tobytes() == b.abstained.tobytes()
+
+
+def test_a_ball_shrink_stays_inside_the_region():
+    # finding: shrink='ball' gave the audit's diagonal row (gap 35.57, scales
+    # ~1e-7) a ball one float step wider than its smallest semi-axis
+    # (lambda_max(M_in^-1 M_out) = 1 + 2.4e-16 in 50 digits): rho * smallest
+    # rounded to nearest, then divided by rho
+    given = Certificates(
+        label=[2, 0],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[35.573987692848085, 35.7804272102117],
+        center=[
+            [
+                -3.0030446853065206e-05,
+                5.9013412534798545e-06,
+                8.0847960956781454e-05,
+                7.8029067528091728e-05,
+                -7.6200157989621327e-05,
+            ],
+            [
+                -2.0867105696444353e-05,
+                -4.0048823160392915e-06,
+                6.7482897264829319e-05,
+                8.5515145811693446e-05,
+                -8.7871457075993007e-05,
+            ],
+        ],
+        scale=[
+            [
+                5.3876465928049194e-07,
+                1.1180436431069037e-07,
+                4.9639299795959635e-07,
+                1.7767852085433277e-07,
+                3.0100837836734867e-07,
+            ],
+            [
+                3.3331315416910559e-07,
+                9.7793061104044007e-07,
+                9.1611777306274862e-07,
+                9.7203981031631277e-07,
+                1.1713874291956088e-07,
+            ],
+        ],
+        noise="gaussian",
+        class_index=[2, 0],
+    )
+    out = MemoryCertifier(shrink="ball").fit_transform(given)
+    assert out.reduced.all()
+    _audit(given, out)  # every reduced region inside its original, 60 digits
