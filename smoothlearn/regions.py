@@ -138,6 +138,43 @@ def _same_map(a, b):
     )
 
 
+def _rounding_error(a, b):
+    """``a * b - fl(a * b)`` exactly (Dekker's two-product; NaN where a split
+    overflows)."""
+    with np.errstate(all="ignore"):
+        product = a * b
+        split = 134217729.0  # 2^27 + 1
+        a_big, b_big = a * split, b * split
+        a_high = a_big - (a_big - a)
+        b_high = b_big - (b_big - b)
+        a_low, b_low = a - a_high, b - b_high
+        return (
+            (a_high * b_high - product) + a_high * b_low + a_low * b_high
+        ) + a_low * b_low
+
+
+def _product_down(c, gap, smallest):
+    """``c * gap * smallest`` rounded down: a proved lower bound of the exact
+    product of the stored values (rounding to nearest put the radius one
+    float step above it). Each product that rounded up (its exact error
+    negative, or not known: overflow, near underflow) takes the result one
+    float step towards 0; exact products stay exact."""
+    gap = np.asarray(gap, dtype=np.float64)
+    smallest = np.asarray(smallest, dtype=np.float64)
+    first = np.float64(c) * gap
+    first_error = _rounding_error(np.float64(c), gap)
+    value = first * smallest
+    second_error = _rounding_error(first, smallest)
+    tiny = np.finfo(np.float64).tiny * 2.0**60  # Dekker's error exact above
+    steps = np.zeros(np.shape(value), dtype=np.intp)
+    for error, product in ((first_error, first), (second_error, value)):
+        unknown = ~np.isfinite(error) | (np.abs(product) < tiny)
+        steps = steps + ((error < 0) | (unknown & (product != 0)))
+    for step in (1, 2):
+        value = np.where(steps >= step, np.nextafter(value, 0.0), value)
+    return value
+
+
 def _as_centres(center, n):
     """``center`` as ``(n, n_features)``, or a ValueError saying what is wrong."""
     center = np.asarray(center)
@@ -486,7 +523,7 @@ class Certificates:
             smallest = self.min_scale
         else:
             smallest = 1.0 / self._inverse_scale_map_norm()
-        return np.where(self.abstained, 0.0, self.c * self.gap * smallest)
+        return np.where(self.abstained, 0.0, _product_down(self.c, self.gap, smallest))
 
     @property
     def proxy_radius(self):

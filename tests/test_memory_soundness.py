@@ -943,3 +943,43 @@ def test_a_ball_shrink_stays_inside_the_region():
     out = MemoryCertifier(shrink="ball").fit_transform(given)
     assert out.reduced.all()
     _audit(given, out)  # every reduced region inside its original, 60 digits
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace", "uniform"])
+def test_the_radius_is_at_most_the_exact_product_of_the_stored_values(noise):
+    # finding: radius = c * gap * s rounded to nearest came out one float
+    # step above the exact product of the stored c, gap and s (about half of
+    # random rows); now rounded down, within 2 steps, exact products exact
+    from fractions import Fraction
+
+    rng = np.random.RandomState(3)
+    n, d = 400, 3
+    given = Certificates(
+        label=np.zeros(n, int),
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.9),
+        gap=rng.uniform(0.01, 5.0, n),
+        center=np.zeros((n, d)),
+        scale=rng.uniform(1e-3, 2.0, (n, d)),
+        noise=noise,
+        class_index=np.zeros(n, int),
+    )
+    c = Fraction(float(given.c))
+    for i in range(n):
+        exact = (
+            c * Fraction(float(given.gap[i])) * Fraction(float(given.scale[i].min()))
+        )
+        radius = Fraction(float(given.radius[i]))
+        assert radius <= exact, i
+        assert radius >= exact * (1 - Fraction(1, 2**50)), i
+    exact_rows = Certificates(
+        label=[0, 0],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[0.5, 1.25],
+        center=np.zeros((2, 1)),
+        scale=[1.0, 0.5],
+        noise="gaussian",
+        class_index=[0, 0],
+    )
+    assert list(exact_rows.radius) == [0.5, 0.625]  # exact products stay exact
