@@ -30,6 +30,7 @@ __all__ = [
     "below_floor",
     "candidate_directions",
     "check_lengths",
+    "make_contiguous",
     "content_rank",
     "pair_slab",
     "realise",
@@ -328,3 +329,15 @@ def below_floor(region):
     allows (it then abstains: a region of semi-axes 5e-101 is a point to the
     memory's squares)."""
     return region.inradius < LENGTH_RANGE[0]
+
+
+def make_contiguous(form):
+    """Make a Scale's arrays C-contiguous in place (same values), as a pickle
+    restores them: a capped row's basis is a strided view of an
+    eigendecomposition (strides (0, 32, 8)), and products with it round
+    differently (1.4e-15 relative), so a pickled memory would answer
+    differently."""
+    for name in ("values", "basis", "rest", "frame", "cuts"):
+        array = getattr(form, name)
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+            setattr(form, name, np.ascontiguousarray(array))

@@ -29,6 +29,7 @@ from ._joint import (
     candidate_directions,
     check_lengths,
     content_rank,
+    make_contiguous,
     pair_slab,
     realise,
 )
@@ -362,14 +363,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         )
 
     def _store(self, region, label):
-        # contiguous arrays, as a pickle restores them: a capped row's basis
-        # is a strided view of an eigendecomposition (strides (0, 32, 8)),
-        # and products with it round differently (1.4e-15 relative)
-        form = region.form
-        for name in ("values", "basis", "rest", "frame", "cuts"):
-            array = getattr(form, name)
-            if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
-                setattr(form, name, np.ascontiguousarray(array))
+        make_contiguous(region.form)  # as a pickle restores it
         entry = len(self._regions)
         self._regions.append(region)
         self._labels.append(label)
@@ -669,10 +663,8 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            A row whose semi-axes ``c * gap * scale`` (where not 0) or centre
-            lie outside 1e-30..1e30 in magnitude (``LENGTH_RANGE``): the range
-            the memory's floating-point geometry is proved for. A reduction
-            below it abstains.
+            Semi-axes ``c * gap * scale`` (not 0) or centres outside 1e-30..1e30
+            (``LENGTH_RANGE``, where the geometry is proved; reductions below abstain).
         """
         self._check(certificates)
         fresh = not hasattr(self, "n_entries_")
