@@ -145,8 +145,18 @@ class Region:
         return self.form.diagonal_covariance(0, self.d, factor=self.rho)
 
     def ball(self, radius):
-        """The ball of ``radius`` (in ``norm``) around the centre, as a Region."""
-        return Region(self.center, self.rho, radius / self.rho, self.norm)
+        """A ball of radius at most ``radius`` (in ``norm``) around the centre
+        and inside this region, as a Region.
+
+        Its scale is ``radius / rho`` rounded down, and at most this region's
+        proved smallest semi-axis (``form.smallest()``): ``radius`` is often
+        :attr:`inradius`, ``rho * smallest`` rounded to nearest, whose
+        quotient by ``rho`` came back one float step above ``smallest``
+        (a ball 2.4e-16 outside a diagonal region).
+        """
+        scale = np.nextafter(radius / self.rho, 0.0)
+        scale = min(float(scale), float(self.form.smallest()[0]))
+        return Region(self.center, self.rho, max(scale, 0.0), self.norm)
 
     def capped(self, radius):
         """This region with every semi-axis capped at ``radius``, as a Region.

@@ -138,6 +138,60 @@ def _same_map(a, b):
     )
 
 
+def _rounding_error(a, b):
+    """``a * b - fl(a * b)`` exactly (Dekker's two-product; NaN where a split
+    overflows)."""
+    with np.errstate(all="ignore"):
+        product = a * b
+        split = 134217729.0  # 2^27 + 1
+        a_big, b_big = a * split, b * split
+        a_high = a_big - (a_big - a)
+        b_high = b_big - (b_big - b)
+        a_low, b_low = a - a_high, b - b_high
+        return (
+            (a_high * b_high - product) + a_high * b_low + a_low * b_high
+        ) + a_low * b_low
+
+
+def _product_down(c, gap, smallest):
+    """``c * gap * smallest`` rounded down: a proved lower bound of the exact
+    product of the stored values (rounding to nearest put the radius one
+    float step above it). Each product that rounded up (its exact error
+    negative, or not known: overflow, near underflow) takes the result one
+    float step towards 0; exact products stay exact."""
+    gap = np.asarray(gap, dtype=np.float64)
+    smallest = np.asarray(smallest, dtype=np.float64)
+    first = np.float64(c) * gap
+    first_error = _rounding_error(np.float64(c), gap)
+    value = first * smallest
+    second_error = _rounding_error(first, smallest)
+    tiny = np.finfo(np.float64).tiny * 2.0**60  # Dekker's error exact above
+    steps = np.zeros(np.shape(value), dtype=np.intp)
+    for error, product in ((first_error, first), (second_error, value)):
+        unknown = ~np.isfinite(error) | (np.abs(product) < tiny)
+        steps = steps + ((error < 0) | (unknown & (product != 0)))
+    for step in (1, 2):
+        value = np.where(steps >= step, np.nextafter(value, 0.0), value)
+    return value
+
+
+def _as_centres(center, n):
+    """``center`` as ``(n, n_features)``, or a ValueError saying what is wrong."""
+    center = np.asarray(center)
+    if n == 0:
+        if center.ndim < 2 or center.shape[0] != 0:
+            raise ValueError(
+                "empty Certificates need center of shape (0, n_features); got "
+                f"shape {center.shape}"
+            )
+        return center.reshape(0, int(np.prod(center.shape[1:])))
+    if center.size == 0 or center.size % n:
+        raise ValueError(
+            f"center of shape {center.shape} does not hold one input per label ({n})"
+        )
+    return center.reshape(n, -1)
+
+
 def _as_rows(idx, n):
     if isinstance(idx, numbers.Integral):
         if not -n <= idx < n:
@@ -267,7 +321,7 @@ class Certificates:
         self.abstained = np.asarray(abstained, dtype=bool)
         self.p_lower = np.asarray(p_lower, dtype=np.float64)
         self.gap = np.asarray(gap, dtype=np.float64)
-        self.center = np.asarray(center).reshape(n, -1)
+        self.center = _as_centres(center, n)
         if not isinstance(scale, Scale):
             scale = Scale(scale, basis, scale_rest, frame=scale_frame, cuts=scale_cuts)
         elif any(a is not None for a in (basis, scale_rest, scale_frame, scale_cuts)):
@@ -316,6 +370,7 @@ class Certificates:
             if getattr(self, name).shape != (n,):
                 raise ValueError(f"{name} must have shape ({n},)")
         self.scales.check(n, self.n_features)
+        self._check_finite()
         if self.noise != "gaussian" and self.kind == "rotated":
             raise ValueError("l1 families support isotropic and diagonal scales only")
         if self.noise != "gaussian" and self.scales.has_cuts:
@@ -349,6 +404,38 @@ class Certificates:
                 raise ValueError("input_center must have n_input_features columns")
             if self.space != "input":
                 raise ValueError("certificates with an input_map are in input units")
+
+    def _check_finite(self):
+        """Refuse values no region can have: a NaN or infinite centre, gap or
+        scale, a negative gap or scale (``S = -I`` would report radius -1 and
+        a region the memory cannot compare). Abstained rows carry gap 0 and
+        may carry scale 0; both are allowed everywhere (radius 0)."""
+        if not np.all(np.isfinite(self.center)):
+            row = int(np.argmax(~np.all(np.isfinite(self.center), axis=1)))
+            raise ValueError(f"center of row {row} is not finite (NaN or inf)")
+        if not np.all((self.gap >= 0) & np.isfinite(self.gap)):
+            row = int(np.argmax(~((self.gap >= 0) & np.isfinite(self.gap))))
+            raise ValueError(
+                f"gap must be finite and >= 0 (0 where abstained); row {row} "
+                f"has {self.gap[row]!r}"
+            )
+        scales = self.scales
+        for name, values in (
+            ("scale", scales.values),
+            ("scale_rest", scales.rest),
+            ("scale_frame", scales.frame),
+        ):
+            if values is None:
+                continue
+            bad = ~((values >= 0) & np.isfinite(values))
+            if bad.any():
+                row = int(np.argmax(bad.reshape(len(bad), -1).any(axis=1)))
+                raise ValueError(
+                    f"{name} must be finite and >= 0; row {row} has "
+                    f"{np.asarray(values[row]).ravel()[bad[row].ravel()][0]!r}"
+                )
+        if scales.cuts is not None and not np.all(np.isfinite(scales.cuts)):
+            raise ValueError("scale_cuts must be finite")
 
     def __setstate__(self, state):
         # certificates pickled by an earlier version hold the scale's arrays apart
@@ -436,7 +523,7 @@ class Certificates:
             smallest = self.min_scale
         else:
             smallest = 1.0 / self._inverse_scale_map_norm()
-        return np.where(self.abstained, 0.0, self.c * self.gap * smallest)
+        return np.where(self.abstained, 0.0, _product_down(self.c, self.gap, smallest))
 
     @property
     def proxy_radius(self):

@@ -260,6 +260,11 @@ class Scale(CutGeometry):
             self.basis.shape[2],
         ):
             raise ValueError("basis must be (n, d, k) with scale (n, k)")
+        if self.basis.shape[2] == 0:
+            raise ValueError(
+                "a rotated scale needs k >= 1 basis columns; S = r I is an "
+                "isotropic scale (pass scale_rest as the scale)"
+            )
         if self.rest.shape != (n_rows,):
             raise ValueError("a rotated scale needs scale_rest of shape (n,)")
         if self.frame is not None and self.frame.shape != (n_rows, n_features):

@@ -569,3 +569,417 @@ def test_regions_in_64_dimensions_are_apart_by_a_long_double_witness(shrink):
                 gap = wide_v @ diff.astype(np.longdouble) - h_a - h_b
                 best = max(best, float(gap / np.linalg.norm(v)))
             assert best > 0.0, (a, b, best)
+
+
+def _pair(scale, gap=(1.0, 1.0), center=((0.0, 0.0), (1.0, 0.0)), **kw):
+    return Certificates(
+        label=[0, 1],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=list(gap),
+        center=[list(c) for c in center],
+        scale=scale,
+        noise="gaussian",
+        class_index=[0, 1],
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"scale": [-1.0, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [np.nan, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [np.inf, 1.0]}, "scale must be finite and >= 0"),
+        ({"scale": [[1.0, -1.0], [1.0, 1.0]]}, "scale must be finite and >= 0"),
+        ({"scale": [1.0, 1.0], "gap": [np.nan, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "gap": [np.inf, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "gap": [-0.5, 1.0]}, "gap must be finite"),
+        ({"scale": [1.0, 1.0], "center": [[0.0, np.nan], [1, 0]]}, "not finite"),
+        ({"scale": [1.0, 1.0], "center": [[0.0, np.inf], [1, 0]]}, "not finite"),
+        (
+            {
+                "scale": [[1.0], [1.0]],
+                "basis": np.eye(2)[None, :, :1].repeat(2, 0),
+                "scale_rest": [-1.0, 1.0],
+            },
+            "scale_rest must be finite",
+        ),
+        (
+            {
+                "scale": np.zeros((2, 0)),
+                "basis": np.zeros((2, 2, 0)),
+                "scale_rest": [1.0, 1.0],
+            },
+            "k >= 1",
+        ),
+    ],
+)
+def test_certificates_refuse_values_no_region_has(fields, message):
+    # finding: a negative scale (radius -1 reported, and a region the memory
+    # kept beside one it meets), NaN / infinite scales and gaps and negative
+    # gaps were accepted and remembered; NaN centres failed in sklearn
+    # mid-call, leaving the memory changed; k = 0 failed in a reduction
+    with pytest.raises(ValueError, match=message):
+        _pair(**fields)
+
+
+def test_zero_gap_and_scale_of_abstained_rows_are_allowed_and_empty_is_clear():
+    given = Certificates(
+        label=[0, -1],
+        abstained=[False, True],
+        p_lower=[0.9, 0.0],
+        gap=[1.0, 0.0],
+        center=[[0.0, 0.0], [1.0, 0.0]],
+        scale=[1.0, 0.0],
+        noise="gaussian",
+        class_index=[0, -1],
+    )
+    assert given.radius[1] == 0.0 and given.radius[0] > 0
+    empty = Certificates([], [], [], [], np.zeros((0, 2)), np.zeros(0), "gaussian")
+    assert len(empty) == 0 and empty.n_features == 2
+    with pytest.raises(ValueError, match="empty Certificates need center"):
+        Certificates([], [], [], [], [], np.zeros(0), "gaussian")
+
+
+_MODES = [
+    {"shrink": shrink, "eps": eps, "joint": joint}
+    for shrink in ("auto", "ball", "capped", "cut")
+    for eps in (1e-6, 0.0)
+    for joint in (True, False)
+]
+
+
+@pytest.mark.parametrize("size", [1e-100, 1e200])
+def test_lengths_outside_the_proved_range_are_refused(size):
+    # finding: two balls of radius s, centres s apart (the midpoint in both:
+    # max_t t(1-t) d^T M(t)^-1 d = 0.25 < 1 in 50 digits), were both kept
+    # unreduced at s = 1e-100 and 1e200 in every mode (squared supports
+    # underflowed to 0 / overflowed)
+    given = _pair([size, size], center=((0.0, 0.0), (size, 0.0)))
+    for mode in _MODES:
+        memory = MemoryCertifier(**mode)
+        with pytest.raises(ValueError, match="outside the range"):
+            memory.fit_transform(given)
+
+
+@pytest.mark.parametrize("size", [1e-30, 1e30, 1e-7, 1e7])
+def test_lengths_at_the_ends_of_the_range_are_proved(size):
+    given = _pair([size, size], center=((0.0, 0.0), (size, 0.0)))
+    for mode in _MODES:
+        out = MemoryCertifier(**mode).fit_transform(given)
+        _audit(given, out)
+
+
+@pytest.mark.parametrize("apart", [1e-100, 1e-40])
+def test_reductions_far_below_the_range_stay_sound(apart):
+    # property (passes on the base too): unit balls 1e-100 apart reduced (eps=0,
+    # joint) below the range abstain or stay sound against a second call's balls
+    # at 2.5e-101 and 7.5e-101 of the other labels (60-digit K)
+    for mode in _MODES:
+        memory = MemoryCertifier(**mode)
+        first = _pair([1.0, 1.0], center=((0.0, 0.0), (apart, 0.0)))
+        out = memory.fit_transform(first)
+        before = [(r, out.label[i]) for i, r in _audit(first, out).items()]
+        second = Certificates(
+            label=[1, 0],
+            abstained=[False, False],
+            p_lower=[0.9, 0.9],
+            gap=[1.0, 1.0],
+            center=[[apart / 4, 0.0], [3 * apart / 4, 0.0]],
+            scale=[1.0, 1.0],
+            noise="gaussian",
+            class_index=[1, 0],
+        )
+        again = memory.transform(second)
+        _audit(second, again, before)
+
+
+# the audit's arrays (repro_pickle.py): a capped framed rank-2 row stored
+# with a strided basis, then rank-1 framed rows capped against it
+_PICKLE_FIRST = {
+    "label": [2, 1, 0, 2],
+    "gap": [
+        225.17355896178879,
+        1007.3396317860266,
+        424.5828444563219,
+        502.4482378117302,
+    ],
+    "center": [
+        [
+            -3596631.3382074684,
+            -6241479.136892192,
+            -626350.2249127347,
+            -10290509.074163035,
+        ],
+        [-2843358.570181569, -5969038.11492615, 308296.8755676858, -10493827.794193618],
+        [
+            -1175661.4121657196,
+            -5365870.381577335,
+            2377547.4892047704,
+            -10943962.641334387,
+        ],
+        [
+            -164586.1049339315,
+            -5000187.501676007,
+            3632070.4946712763,
+            -11216866.57463073,
+        ],
+    ],
+    "scale": [
+        [6930.721935956567, 6787.7868186824535],
+        [11046.378709359817, 2298.0600888527038],
+        [1392.8087488558797, 9070.431877460733],
+        [8083.245163169503, 13887.761300569575],
+    ],
+    "basis": [
+        [
+            [-0.01500174692749634, -0.009571634790990676],
+            [-0.3334465009118741, -0.599552636511336],
+            [0.9379834507282416, -0.13450224999339797],
+            [0.09367723724945654, -0.7888942670640008],
+        ],
+        [
+            [-0.7151451434703271, -0.14685928988892802],
+            [-0.40064376941303487, -0.320231119460234],
+            [0.5541476442222488, -0.18109276344816772],
+            [-0.14481844566301622, 0.9181992104817291],
+        ],
+        [
+            [-0.3626379968534694, -0.7123242225305461],
+            [0.9173875656257253, -0.1704235880043391],
+            [-0.11825137530990629, 0.640515889753895],
+            [-0.11362372072205568, 0.23084496446913563],
+        ],
+        [
+            [-0.06626040032419267, 0.6556153045709939],
+            [0.5373841938991113, -0.6096777841181821],
+            [0.8320237336793208, 0.44547629563326574],
+            [-0.12068261718492165, -0.0035273210640796066],
+        ],
+    ],
+    "scale_rest": [
+        13400.962204351494,
+        13377.604054616213,
+        7161.210149620863,
+        5285.994958231982,
+    ],
+    "scale_frame": [
+        [
+            0.7537192623712253,
+            1.2564078623135986,
+            1.0631677263863057,
+            0.6190831738987765,
+        ],
+        [
+            1.3266049006163754,
+            1.1157945199947008,
+            1.2214304764339343,
+            1.0190012268820816,
+        ],
+        [1.1870059824891714, 0.644146415910528, 0.7580823482703619, 1.0839612552255868],
+        [0.8780753751676709, 0.8540725340456938, 1.1497251743641663, 1.286109975018407],
+    ],
+}
+_PICKLE_SECOND = {
+    "label": [0, 2, 2, 1],
+    "gap": [
+        965.8127579695398,
+        908.0033300920359,
+        243.73464743203033,
+        1005.5554258480398,
+    ],
+    "center": [
+        [
+            -985687.6780104554,
+            -5439848.937677955,
+            2513458.6400032006,
+            -10930839.827214282,
+        ],
+        [
+            -3316471.9575162274,
+            -6643498.521106257,
+            -437493.2819844271,
+            -10030938.859954273,
+        ],
+        [-3097653.668894529, -5930902.728839156, 453115.5469057015, -9901443.59392731],
+        [
+            -4044234.435059961,
+            -6400577.322435256,
+            -414085.99365887616,
+            -10021370.38120913,
+        ],
+    ],
+    "scale": [
+        [13107.036743982464],
+        [10931.566145778084],
+        [10456.18506430995],
+        [4112.511607357737],
+    ],
+    "basis": [
+        [
+            [-0.4967549753200158],
+            [-0.18149343287243466],
+            [-0.8486988894209059],
+            [0.002196227381361123],
+        ],
+        [
+            [-0.09048174697779121],
+            [0.4929257371662136],
+            [-0.011138995614095175],
+            [0.8652821469784875],
+        ],
+        [
+            [-0.46557236345756636],
+            [0.11859770694518931],
+            [-0.09892609218472177],
+            [0.8714301960438018],
+        ],
+        [
+            [-0.3840707987177867],
+            [0.7127575474926249],
+            [0.08299121196002539],
+            [0.5810152827611217],
+        ],
+    ],
+    "scale_rest": [
+        2406.970005111447,
+        4827.552054961196,
+        1509.3660961500932,
+        4382.847695998856,
+    ],
+    "scale_frame": [
+        [0.8504229636010087, 0.8696624001366121, 1.2976575082393986, 1.130829332251274],
+        [
+            1.0568892669774164,
+            0.8281957347860613,
+            0.6354334897191379,
+            0.7666691436396725,
+        ],
+        [1.362399384931508, 1.0166364222336333, 1.2007536179617118, 0.6005541500846217],
+        [
+            0.6509043170478719,
+            0.8606226568671694,
+            1.1726417424233149,
+            1.0354779646726135,
+        ],
+    ],
+}
+
+
+def _framed(fields):
+    fields = {key: np.array(value) for key, value in fields.items()}
+    n = len(fields["label"])
+    return Certificates(
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.9),
+        noise="gaussian",
+        class_index=fields["label"],
+        **fields,
+    )
+
+
+def test_a_pickled_memory_of_a_capped_framed_row_answers_bit_identically():
+    # finding: a capped framed row's basis was stored as a strided view of an
+    # eigendecomposition (strides (0, 32, 8)); a pickle makes it contiguous
+    # and the next call's capped scales differed by 1.4e-15 relative
+    live = MemoryCertifier(shrink="capped", objective="radius")
+    live.transform(_framed(_PICKLE_FIRST))
+    copy = pickle.loads(pickle.dumps(live))
+    a = live.transform(_framed(_PICKLE_SECOND))
+    b = copy.transform(_framed(_PICKLE_SECOND))
+    assert a.reduced.any()
+    for name in ("scale", "scale_rest", "scale_frame", "basis", "gap"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.tobytes() == y.tobytes(), name
+    assert a.abstained.tobytes() == b.abstained.tobytes()
+
+
+def test_a_ball_shrink_stays_inside_the_region():
+    # finding: shrink='ball' gave the audit's diagonal row (gap 35.57, scales
+    # ~1e-7) a ball one float step wider than its smallest semi-axis
+    # (lambda_max(M_in^-1 M_out) = 1 + 2.4e-16 in 50 digits): rho * smallest
+    # rounded to nearest, then divided by rho
+    given = Certificates(
+        label=[2, 0],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[35.573987692848085, 35.7804272102117],
+        center=[
+            [
+                -3.0030446853065206e-05,
+                5.9013412534798545e-06,
+                8.0847960956781454e-05,
+                7.8029067528091728e-05,
+                -7.6200157989621327e-05,
+            ],
+            [
+                -2.0867105696444353e-05,
+                -4.0048823160392915e-06,
+                6.7482897264829319e-05,
+                8.5515145811693446e-05,
+                -8.7871457075993007e-05,
+            ],
+        ],
+        scale=[
+            [
+                5.3876465928049194e-07,
+                1.1180436431069037e-07,
+                4.9639299795959635e-07,
+                1.7767852085433277e-07,
+                3.0100837836734867e-07,
+            ],
+            [
+                3.3331315416910559e-07,
+                9.7793061104044007e-07,
+                9.1611777306274862e-07,
+                9.7203981031631277e-07,
+                1.1713874291956088e-07,
+            ],
+        ],
+        noise="gaussian",
+        class_index=[2, 0],
+    )
+    out = MemoryCertifier(shrink="ball").fit_transform(given)
+    assert out.reduced.all()
+    _audit(given, out)  # every reduced region inside its original, 60 digits
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace", "uniform"])
+def test_the_radius_is_at_most_the_exact_product_of_the_stored_values(noise):
+    # finding: radius = c * gap * s rounded to nearest came out one float
+    # step above the exact product of the stored c, gap and s (about half of
+    # random rows); now rounded down, within 2 steps, exact products exact
+    from fractions import Fraction
+
+    rng = np.random.RandomState(3)
+    n, d = 400, 3
+    given = Certificates(
+        label=np.zeros(n, int),
+        abstained=np.zeros(n, bool),
+        p_lower=np.full(n, 0.9),
+        gap=rng.uniform(0.01, 5.0, n),
+        center=np.zeros((n, d)),
+        scale=rng.uniform(1e-3, 2.0, (n, d)),
+        noise=noise,
+        class_index=np.zeros(n, int),
+    )
+    c = Fraction(float(given.c))
+    for i in range(n):
+        exact = (
+            c * Fraction(float(given.gap[i])) * Fraction(float(given.scale[i].min()))
+        )
+        radius = Fraction(float(given.radius[i]))
+        assert radius <= exact, i
+        assert radius >= exact * (1 - Fraction(1, 2**50)), i
+    exact_rows = Certificates(
+        label=[0, 0],
+        abstained=[False, False],
+        p_lower=[0.9, 0.9],
+        gap=[0.5, 1.25],
+        center=np.zeros((2, 1)),
+        scale=[1.0, 0.5],
+        noise="gaussian",
+        class_index=[0, 0],
+    )
+    assert list(exact_rows.radius) == [0.5, 0.625]  # exact products stay exact

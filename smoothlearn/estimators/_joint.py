@@ -25,7 +25,17 @@ import numpy as np
 
 from ..geometry import support_extent
 
-__all__ = ["candidate_directions", "content_rank", "pair_slab", "realise", "split"]
+__all__ = [
+    "LENGTH_RANGE",
+    "below_floor",
+    "candidate_directions",
+    "check_lengths",
+    "make_contiguous",
+    "content_rank",
+    "pair_slab",
+    "realise",
+    "split",
+]
 
 #: Slabs a region keeps its ball through (``objective='radius'``): each such
 #: cut, and each step of the blend's search, costs O(d q^2) for a region of q
@@ -274,3 +284,60 @@ def _row_bytes(certificates, i):
         if array is not None:
             parts.append(np.asarray(array[i], dtype=np.float64).ravel())
     return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
+
+
+#: The semi-axes (``c * gap * s``) and centres the memory's floating-point
+#: geometry is proved for: squares and fourth powers of lengths, and their
+#: ratios, stay normal float64 numbers (two balls of radius 1e-100 or 1e200,
+#: centres one radius apart, were both kept: their squared supports
+#: underflowed to 0 or overflowed). 1e-30..1e30 holds 1e-7..1e7 with room.
+LENGTH_RANGE = (1e-30, 1e30)
+
+
+def check_lengths(certificates):
+    """Refuse (ValueError) a row whose semi-axes or centre lie outside
+    :data:`LENGTH_RANGE` (zero semi-axes of flat regions, and abstained rows,
+    are allowed)."""
+    low, high = LENGTH_RANGE
+    live = ~certificates.abstained & (certificates.gap > 0)
+    if not live.any():
+        return
+    if np.abs(certificates.center[live]).max() > high:
+        raise ValueError(
+            f"centres beyond {high:g} in magnitude are outside the range the "
+            f"memory's geometry is proved for ({low:g}..{high:g}): rescale the inputs"
+        )
+    rho = certificates.c * certificates.gap
+    largest = rho * certificates.scales.largest()
+    smallest = rho * certificates.scales.smallest()
+    bad = live & (
+        (largest > high)
+        | ((largest > 0) & (largest < low))
+        | ((smallest > 0) & (smallest < low))
+    )
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(
+            f"row {row}'s semi-axes (c * gap * scale, {smallest[row]:.3g} to "
+            f"{largest[row]:.3g}) are outside the range the memory's geometry is "
+            f"proved for ({low:g}..{high:g}): rescale the inputs"
+        )
+
+
+def below_floor(region):
+    """Whether a reduced ``region`` is thinner than :data:`LENGTH_RANGE`
+    allows (it then abstains: a region of semi-axes 5e-101 is a point to the
+    memory's squares)."""
+    return region.inradius < LENGTH_RANGE[0]
+
+
+def make_contiguous(form):
+    """Make a Scale's arrays C-contiguous in place (same values), as a pickle
+    restores them: a capped row's basis is a strided view of an
+    eigendecomposition (strides (0, 32, 8)), and products with it round
+    differently (1.4e-15 relative), so a pickled memory would answer
+    differently."""
+    for name in ("values", "basis", "rest", "frame", "cuts"):
+        array = getattr(form, name)
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+            setattr(form, name, np.ascontiguousarray(array))

@@ -25,8 +25,11 @@ from ..strategies._curvature import resolve_rank
 from ..utils._sklearn_compat import Interval, StrOptions
 from ._joint import (
     SLAB_MARGIN,
+    below_floor,
     candidate_directions,
+    check_lengths,
     content_rank,
+    make_contiguous,
     pair_slab,
     realise,
 )
@@ -290,6 +293,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
                 f"{type(certificates).__name__}."
             )
         self._validate_params()
+        check_lengths(certificates)
         if not hasattr(self, "n_entries_"):
             return
         if certificates.n_features != self.n_features_in_:
@@ -359,6 +363,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         )
 
     def _store(self, region, label):
+        make_contiguous(region.form)  # as a pickle restores it
         entry = len(self._regions)
         self._regions.append(region)
         self._labels.append(label)
@@ -490,7 +495,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
                 certificates.label[i],
                 shrink,
             )
-            if region is None:
+            if region is None or (reduced and below_floor(region)):
                 abstain.add(i)
                 continue
             if reduced:
@@ -517,8 +522,10 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
         # against earlier calls, as the sequential memory: each row alone
         earlier = "capped" if shrink == "auto" else shrink
         for i in self._rows(certificates, verbose, rows=live):
-            region, _ = self._certify_one(originals[i], certificates.label[i], earlier)
-            if region is None:
+            region, reduced = self._certify_one(
+                originals[i], certificates.label[i], earlier
+            )
+            if region is None or (reduced and below_floor(region)):
                 abstain.add(i)
             else:
                 regions[i] = region
@@ -544,7 +551,7 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
                 continue
             if planes[i]:
                 region = realise(regions[i], planes[i], shrink, self.objective)
-                if region is None:
+                if region is None or below_floor(region):
                     abstain.add(i)
                     continue
                 regions[i] = region
@@ -652,6 +659,12 @@ class MemoryCertifier(TransformerMixin, BaseEstimator):
             The same certificates with regions reduced (``reduced``; cut
             regions carry their cuts in ``scales``) or turned into
             abstentions where they conflicted with the memory.
+
+        Raises
+        ------
+        ValueError
+            Semi-axes ``c * gap * scale`` (not 0) or centres outside 1e-30..1e30
+            (``LENGTH_RANGE``, where the geometry is proved; reductions below abstain).
         """
         self._check(certificates)
         fresh = not hasattr(self, "n_entries_")
