@@ -108,7 +108,15 @@ def count_classes(
         return counts.cpu().numpy()
     if grid is not None:
         _count_on_grid(
-            network, X, scale, bank, n_draws, counts, batch_size, first_row, grid,
+            network,
+            X,
+            scale,
+            bank,
+            n_draws,
+            counts,
+            batch_size,
+            first_row,
+            grid,
             progress,
         )
         return counts.cpu().numpy()

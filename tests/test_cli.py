@@ -473,6 +473,8 @@ def test_a_diffusers_folder_is_read_locally(tmp_path, capsys):
     assert "denoiser=DiffusionDenoiser" in capsys.readouterr().out
     assert main([*args[:-3], str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "holds no diffusers UNet2DModel" in capsys.readouterr().err
+
+
 def test_version():
     import smoothlearn
 
