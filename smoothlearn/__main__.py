@@ -236,6 +236,18 @@ def _add_common(parser, default_strategies):
         "--random-state", type=int, default=0, help="seed of training and noise (0)"
     )
     cert.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "fp16"],
+        default="fp32",
+        help="the network's precision when certifying (fp32); part of the "
+        "smoothing, as sound as fp32",
+    )
+    cert.add_argument(
+        "--compile",
+        action="store_true",
+        help="certify through torch.compile of the network (for GPUs)",
+    )
+    cert.add_argument(
         "--n-jobs",
         type=int,
         default=1,
@@ -719,6 +731,8 @@ def run(args):
             batch_size=args.batch_size,
             random_state=args.random_state,
             n_jobs=args.n_jobs,
+            precision=args.precision,
+            compile=args.compile,
             **({} if args.grid is None else {"grid": args.grid}),
             verbose=0 if args.quiet else 1,
         )

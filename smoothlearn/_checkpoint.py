@@ -17,6 +17,13 @@ import json
 import os
 
 import numpy as np
+import torch
+
+from .network import network_arithmetic
+
+#: Tensor dtypes numpy has no type for (hashed by their bytes and dtype name;
+#: the others by their numpy bytes alone, as before)
+_NOT_IN_NUMPY = {torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
 
 __all__ = ["CheckpointLog", "network_digest", "row_digest", "run_fingerprint"]
 
@@ -28,7 +35,11 @@ def network_digest(module):
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        tensor = tensor.detach().cpu().contiguous()
+        if tensor.dtype in _NOT_IN_NUMPY:  # a bf16 module: its bytes, named
+            digest.update(str(tensor.dtype).encode())
+            tensor = tensor.reshape(-1).view(torch.uint8)
+        digest.update(tensor.numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -47,8 +58,9 @@ def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
     task : SmoothingTask
         The classifier as the engine runs it: its strategy, noise family and
         settings (``sigma``, ``n0``, ``n``, ``alpha``, ``radius_tolerance``,
-        the ``radius`` of a sequential decision, and the grid step where
-        there is one).
+        the ``radius`` of a sequential decision, the grid step where there is
+        one, and the network's precision and compilation where not fp32 and
+        eager).
     module : torch.nn.Module
         The fitted base network (its weights are hashed).
     noise_generator : torch.nn.Module or None
@@ -79,6 +91,14 @@ def run_fingerprint(task, *, module, noise_generator, input_shape, classes):
     if getattr(task, "grid", None) is not None:
         # another smoothed classifier; float-noise logs keep their fingerprint
         fingerprint["grid"] = task.grid.step
+    network = task.network
+    if getattr(network, "precision", "fp32") != "fp32" or getattr(
+        network, "compile", False
+    ):
+        # another base classifier (its arithmetic); fp32 logs keep theirs
+        fingerprint["arithmetic"] = network_arithmetic(
+            network.precision, network.compile
+        ).strip()
     return fingerprint
 
 

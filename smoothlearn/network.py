@@ -7,7 +7,12 @@ module is also the one place that
 * takes a module's first output where it returns a tuple (:func:`first_output`,
   skorch's convention for modules returning extra values, defined below both
   this module and :mod:`smoothlearn.first_layer`);
-* lays a convolutional module out for fast CPU inference (channels-last copy);
+* lays a convolutional module out for fast inference (channels-last copy);
+* runs the base classifier at its precision (:data:`PRECISIONS`: fp32, or
+  bf16 / fp16 under autocast) and, if asked, compiled: both are part of what
+  the base classifier is, so every pass of a call goes through :meth:`logits`
+  (or the counting kernel's fused first layer, which is off at reduced
+  precision and when compiled);
 * checks that a module outputs one score per class (:func:`check_output_size`).
 
 How a network is built and trained (skorch, the noise) lives with the
@@ -15,6 +20,7 @@ estimator, in :mod:`smoothlearn.estimators._noisy_net`; first-layer reuse in
 :mod:`smoothlearn.first_layer`.
 """
 
+import contextlib
 import copy
 
 import numpy as np
@@ -23,7 +29,37 @@ import torch
 from .first_layer import find_first_linear
 from .utils._torch import first_output
 
-__all__ = ["FlatInputNetwork", "check_output_size", "first_output"]
+__all__ = [
+    "PRECISIONS",
+    "FlatInputNetwork",
+    "check_output_size",
+    "first_output",
+    "network_arithmetic",
+]
+
+#: The precisions a base classifier runs at: the name and its autocast dtype
+#: (None: the module's own float32 passes, no autocast).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def network_arithmetic(precision="fp32", compile=False):
+    """How the base network computes, as a suffix of a smoothing's description.
+
+    Empty for the default (float32, eager), so the descriptions, memory keys
+    and checkpoints of such runs stay what they were; otherwise
+    ``" precision=bf16"`` and/or ``" compile=..."``: another base classifier,
+    another smoothed classifier.
+
+    Examples
+    --------
+    >>> network_arithmetic("bf16", {"mode": "max-autotune"})
+    " precision=bf16 compile={'mode': 'max-autotune'}"
+    """
+    out = "" if precision == "fp32" else f" precision={precision}"
+    if compile:
+        shown = True if compile is True else dict(sorted(dict(compile).items()))
+        out += f" compile={shown!r}"
+    return out
 
 
 def check_output_size(module, X_one, n_classes, device="cpu"):
@@ -72,6 +108,17 @@ class FlatInputNetwork:
         The module outputs class probabilities (skorch's convention under an
         ``NLLLoss`` criterion): :meth:`logits` then returns their logarithm,
         so losses, Hessians and softmaxes taken of it are the right ones.
+    precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
+        The module's passes run under :func:`torch.autocast` to this dtype
+        (``'fp32'``: no autocast); scores come back as float32. At reduced
+        precision there is no first-layer reuse: the base classifier is the
+        whole network at that precision, one function of the noisy input.
+    compile : bool or dict, default=False
+        Run the module through :func:`torch.compile` (a dict: its keyword
+        arguments; ``dynamic=True`` unless given, so a count's smaller last
+        batch is not a new graph), compiled on first use in each process.
+        No first-layer reuse either: the compiled network is the base
+        classifier.
     """
 
     def __init__(
@@ -83,8 +130,15 @@ class FlatInputNetwork:
         nonlinearity=None,
         reuse_first_layer="auto",
         outputs_probabilities=False,
+        precision="fp32",
+        compile=False,
     ):
-        self.module = _for_inference(module, device)
+        if precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {sorted(PRECISIONS)}; got {precision!r}"
+            )
+        self.precision, self.compile = precision, compile
+        self.module = _for_inference(module, device, precision)
         self.outputs_probabilities = outputs_probabilities
         self.input_shape = tuple(input_shape)
         self.n_features = int(np.prod(self.input_shape))
@@ -97,17 +151,41 @@ class FlatInputNetwork:
         #: in front: :func:`smoothlearn.denoisers.noise_levels`), or None.
         self.noise_level_rule = getattr(self.module, "noise_level_rule", None)
         self._batch_sizes = {}
+        self._compiled = None
 
     def __getstate__(self):
         # a worker finds its own split (a user's smoothlearn_first_linear may
-        # return callables that do not pickle) and measures its own device's
-        # free memory
-        return {**self.__dict__, "_first_linear": None, "_batch_sizes": {}}
+        # return callables that do not pickle), measures its own device's
+        # free memory and compiles its own graph
+        return {
+            **self.__dict__,
+            "_first_linear": None,
+            "_batch_sizes": {},
+            "_compiled": None,
+        }
+
+    def autocast(self):
+        """The context the module's passes run in: autocast to the precision's
+        dtype on the module's device, or nothing at fp32."""
+        dtype = PRECISIONS[self.precision]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    def _forward(self, x, **kwargs):
+        if not self.compile:
+            return self.module(x, **kwargs)
+        if self._compiled is None:
+            options = {} if self.compile is True else dict(self.compile)
+            options.setdefault("dynamic", True)
+            self._compiled = torch.compile(self.module, **options)
+        return self._compiled(x, **kwargs)
 
     @property
     def first_linear(self):
-        """The module's :class:`~smoothlearn.first_layer.FirstLinear` split, or None."""
-        if not self.reuse_first_layer:
+        """The module's :class:`~smoothlearn.first_layer.FirstLinear` split, or
+        None (never at reduced precision or compiled: see the class docstring)."""
+        if not self.reuse_first_layer or self.precision != "fp32" or self.compile:
             return None
         if self._first_linear is None:
             found = find_first_linear(
@@ -153,10 +231,11 @@ class FlatInputNetwork:
         to a module that takes it (``noise_level_rule`` not None).
         """
         x = x_flat.reshape(-1, *self.input_shape)
-        if noise_level is None:
-            out = first_output(self.module(x))
-        else:
-            out = first_output(self.module(x, noise_level=noise_level))
+        kwargs = {} if noise_level is None else {"noise_level": noise_level}
+        with self.autocast():
+            out = first_output(self._forward(x, **kwargs))
+        if out.dtype != torch.float32 and out.is_floating_point():
+            out = out.float()  # exact: every bf16 / fp16 value is a float32
         if self.outputs_probabilities:
             return torch.log(out.clamp_min(torch.finfo(out.dtype).tiny))
         return out
@@ -168,17 +247,19 @@ class FlatInputNetwork:
         return self.nonlinearity(out)
 
 
-def _for_inference(module, device):
+def _for_inference(module, device, precision="fp32"):
     """The module as certification runs it: convolutions in channels-last.
 
     On the CPU, oneDNN's convolutions run 1.8-2.6x faster with their weights
     in channels-last (NHWC) layout (a user's small CNN on 1x28x28 inputs,
     ``benchmarks/bench_user_modules.py``); their outputs keep that layout, so
-    the whole network follows. A copy is converted: the fitted module, which
-    skorch may train further, keeps its own layout. Values are the same;
-    float32 sums may be ordered differently.
+    the whole network follows. On a GPU, the tensor cores' bf16 / fp16
+    convolutions take NHWC too (fp32 keeps its layout there). A copy is
+    converted: the fitted module, which skorch may train further, keeps its
+    own layout. Values are the same; float32 sums may be ordered differently.
     """
     has_conv = any(isinstance(m, torch.nn.Conv2d) for m in module.modules())
-    if not has_conv or torch.device(device).type != "cpu":
+    on_cpu = torch.device(device).type == "cpu"
+    if not has_conv or not (on_cpu or precision != "fp32"):
         return module
     return copy.deepcopy(module).to(memory_format=torch.channels_last)

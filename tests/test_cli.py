@@ -592,3 +592,14 @@ def test_standardized_tabular_data_is_certified_in_the_space_asked(tmp_path, cap
     assert in_model.radius.max() > 0.5
     images = main(["certify", "--images", "--standardize", "--out", str(tmp_path)])
     assert images == 2 and "--standardize is for flat" in capsys.readouterr().err
+
+
+def test_precision_is_a_certification_option_recorded_in_the_smoothing(tmp_path):
+    out = tmp_path / "bf16"
+    args = ["--n", "300", "--n-test", "10", "--max-epochs", "2", "-q", "--no-plot"]
+    proc = _run("certify", *args, "--precision", "bf16", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "cohen() gaussian sigma=0.25 precision=bf16" in proc.stdout
+    log = read_certificates_tsv(out / "certify_cohen.tsv")
+    assert (log.smoothing == "cohen() gaussian sigma=0.25 precision=bf16").all()
+    assert _run("certify", "--precision", "int8").returncode == 2

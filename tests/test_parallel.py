@@ -69,20 +69,32 @@ def test_every_method_runs_blocks_on_workers_with_progress(
 
 
 def test_dask_local_cluster_gives_identical_certificates(fitted_isotropic_dd, digits):
+    # what a cluster of one worker per device runs (user guide, "Many
+    # devices"): 1 and 2 workers give n_jobs=1's certificates, and the
+    # memory's joint step runs once over the whole call, after the workers
     distributed = pytest.importorskip("distributed")
     X, _ = digits
-    reference = fresh_copy(fitted_isotropic_dd).certify(X[400:560])
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster),
-    ):
-        with joblib.parallel_config(backend="dask"):
-            on_dask = (
-                fresh_copy(fitted_isotropic_dd).set_params(n_jobs=2).certify(X[400:560])
-            )
-    _same_across_workers(reference, on_dask)
+    reference = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=1)
+    reference = reference.certify(X[400:560])
+    on_dask = {}
+    for workers in (1, 2):
+        with (
+            distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            ) as cluster,
+            distributed.Client(cluster),
+        ):
+            with joblib.parallel_config(backend="dask"):
+                clf = fresh_copy(fitted_isotropic_dd).set_params(n_jobs=-1)
+                with pytest.warns(UserWarning, match="memory"):
+                    raw = clf.set_params(memory=None).certify(X[400:560])
+                on_dask[workers] = clf.set_params(memory="auto").certify(X[400:560])
+        _same(on_dask[workers], MemoryCertifier().fit_transform(raw))
+        _same_across_workers(reference, on_dask[workers])
+    _same_across_workers(on_dask[1], on_dask[2])
 
 
 def test_checkpoint_resumes_without_recomputing(

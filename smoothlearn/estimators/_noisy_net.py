@@ -118,7 +118,7 @@ _networks = weakref.WeakKeyDictionary()
 _networks_lock = threading.Lock()
 
 
-def certification_network(net, input_shape, n_classes):
+def certification_network(net, input_shape, n_classes, precision="fp32", compile=False):
     """The fitted ``net`` as the engine and the strategies see it.
 
     Built once per fitted network (its channels-last copy, its first-layer
@@ -132,12 +132,22 @@ def certification_network(net, input_shape, n_classes):
         Initialised or fitted.
     input_shape : tuple of int
     n_classes : int
+    precision : {'fp32', 'bf16', 'fp16'}, default='fp32'
+    compile : bool or dict, default=False
+        How the base classifier runs (:class:`~smoothlearn.network.FlatInputNetwork`).
 
     Returns
     -------
     FlatInputNetwork
     """
-    key = (network_digest(net.module_), str(net.device), tuple(input_shape), n_classes)
+    key = (
+        network_digest(net.module_),
+        str(net.device),
+        tuple(input_shape),
+        n_classes,
+        precision,
+        repr(compile),
+    )
     with _networks_lock:
         cached = _networks.get(net)
     if cached is not None and cached[0] == key:
@@ -149,6 +159,8 @@ def certification_network(net, input_shape, n_classes):
         device=net.device,
         nonlinearity=net._get_predict_nonlinearity(),
         outputs_probabilities=outputs_probabilities(net),
+        precision=precision,
+        compile=compile,
     )
     with _networks_lock:
         _networks[net] = (key, network)

