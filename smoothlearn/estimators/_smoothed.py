@@ -34,12 +34,8 @@ from ..utils._sklearn_compat import (
     _fit_context,
     validate_data,
 )
-from ._memory import (
-    MemoryCertifier,
-    key_by_smoothing,
-    remembered,
-    resolved_rank_key,
-)
+from ._memory import MemoryCertifier
+from ._memory_keys import key_by_smoothing, remembered, resolved_rank_key
 from ._noisy_net import (
     DENOISER_PREFIX,
     NETWORK_PREFIXES,
