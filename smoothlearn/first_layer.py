@@ -349,7 +349,19 @@ class _FusedResponse:
         scaled = z if self.common is None else z * self.common
         return self.first.apply_linear_part(scaled)[None]
 
-    def scores(self, i0, i1, z, shared):
+    def part(self, shared, a, b):
+        """What :meth:`window` shares, for the window's rows ``[a, b)``."""
+        if shared is None:
+            return None
+        if self.LB is not None:
+            Lz, coordinates = shared
+            return Lz[a:b], None if coordinates is None else coordinates[a:b]
+        return shared[:, a:b]
+
+    def inputs(self, i0, i1, z, shared):
+        """The first layer's response ``L x_i + L(S_i z)`` for inputs ``i0:i1``
+        and the window's rows ``z``: what the rest of the network takes,
+        input-major."""
         if self.folded is not None:
             g = i1 - i0
             hidden = torch.baddbmm(
@@ -377,8 +389,12 @@ class _FusedResponse:
             )
             hidden = torch.baddbmm(base, coef, self.LB[i0:i1])
             hidden = hidden.reshape(g, w, *self.hidden_shape)
-        out = self.first.rest(hidden.reshape(-1, *self.hidden_shape))
-        return first_output(out)
+        return hidden.reshape(-1, *self.hidden_shape)
+
+    def forward(self, hidden, owners):
+        """Class scores of the rest of the network on first-layer responses of
+        any inputs (``owners``, each row's input, is not needed here)."""
+        return first_output(self.first.rest(hidden))
 
 
 def find_first_linear(
