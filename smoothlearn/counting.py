@@ -58,9 +58,24 @@ class _PlainResponse:
         """What :meth:`window` shares, for the window's rows ``[a, b)``."""
         return shared
 
-    def inputs(self, i0, i1, z, shared):
-        noisy = self.scale[i0:i1].perturb(self.centres[i0:i1], z)
-        return noisy.reshape(-1, self.network.n_features)
+    def batch(self, size):
+        """An empty forward batch of ``size`` rows that :meth:`inputs` can
+        write into (None: a batch's pieces are joined instead)."""
+        return self.centres.new_empty((size, self.network.n_features))
+
+    def inputs(self, i0, i1, z, shared, out=None):
+        scale = self.scale[i0:i1]
+        if out is None or scale.kind == "rotated":
+            noisy = scale.perturb(self.centres[i0:i1], z)
+            noisy = noisy.reshape(-1, self.network.n_features)
+            return noisy if out is None else out.copy_(noisy)
+        # Scale.perturb's sum, written straight into the forward batch
+        return torch.addcmul(
+            self.centres[i0:i1, None],
+            scale.values.reshape(i1 - i0, 1, -1),
+            z[None],
+            out=out.view(i1 - i0, len(z), -1),
+        ).view(out.shape)
 
     def forward(self, rows, owners):
         level = None if self.levels is None else self.levels[owners]
@@ -264,18 +279,30 @@ def _add_span(batch, response, i0, rows, p, q, z, shared):
 
 
 class _Batch:
-    """One forward pass being filled: pieces ``(inputs i0:i1, w rows each)``
-    of a response's inputs, run and counted together by :meth:`flush`."""
+    """One forward pass being filled with pieces ``(inputs i0:i1, w rows
+    each)`` of a response's inputs, run and counted together by :meth:`flush`.
+
+    Pieces are written into one batch where the response gives one
+    (:meth:`_PlainResponse.batch`), so a packed pass costs no copy; else
+    (first-layer reuse after a convolution) they are joined when it runs.
+    """
 
     def __init__(self, response, counts, size, progress):
         self.response, self.counts, self.size = response, counts, size
         self.progress = progress
+        self.rows = response.batch(size)
         self.pieces, self.free = [], size
 
     def add(self, i0, i1, z, shared):
-        rows = self.response.inputs(i0, i1, z, shared)
-        self.pieces.append((rows, i0, i1, len(z)))
-        self.free -= (i1 - i0) * len(z)
+        n = (i1 - i0) * len(z)
+        out = None
+        if self.rows is not None:
+            at = self.size - self.free
+            out = self.rows[at : at + n]
+        self.pieces.append(
+            (self.response.inputs(i0, i1, z, shared, out), i0, i1, len(z))
+        )
+        self.free -= n
 
     def flush(self):
         if not self.pieces:
@@ -287,8 +314,12 @@ class _Batch:
                 for _, i0, i1, w in self.pieces
             ]
         )
-        rows = [piece[0] for piece in self.pieces]
-        rows = rows[0] if len(rows) == 1 else torch.cat(rows)
+        if self.rows is not None:
+            rows = self.rows[: self.size - self.free]
+        elif len(self.pieces) == 1:
+            rows = self.pieces[0][0]
+        else:
+            rows = torch.cat([piece[0] for piece in self.pieces])
         pred = self.response.forward(rows, owners).argmax(dim=1)
         _add_votes(self.counts, owners, pred, K)
         if self.progress is not None:
@@ -348,10 +379,15 @@ class _GridResponse(_PlainResponse):
     def part(self, shared, a, b):
         return shared.part(a, b)
 
-    def inputs(self, i0, i1, words, shared):
+    def batch(self, size):
+        return self.j.new_empty((size, self.j.shape[1]))
+
+    def inputs(self, i0, i1, words, shared, out=None):
         ks = [shared.k(key) for key in self.row_keys[i0:i1]]
         k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
-        noisy = self.grid.inputs(torch.add(self.j[i0:i1, None], k))
+        if out is not None:  # j + k formed in the forward batch itself
+            out = out.view(i1 - i0, len(words), -1)
+        noisy = self.grid.inputs(torch.add(self.j[i0:i1, None], k, out=out))
         return noisy.reshape(-1, self.j.shape[1])
 
 
