@@ -22,9 +22,9 @@ looks, a strategy comparing candidate smoothings) goes through
 Memory: a call holds one chunk of a bank and one window of it
 (``CHUNK_ROWS + min(n, batch_size)`` rows of ``n_features`` float32) plus one
 forward batch (at most ``batch_size`` noisy inputs, or first-layer responses
-on the reuse path; while a packed batch's pieces are joined, they and the
-joined batch: twice that), its activations and logits, whatever ``n`` and
-however many inputs are counted.
+on the reuse path, written in place into one buffer; after a convolution
+the pieces of a packed batch are joined, twice that while they are), its
+activations and logits, whatever ``n`` and however many inputs are counted.
 """
 
 import numpy as np
