@@ -220,3 +220,42 @@ def test_packing_is_on_by_default():
         network, get_strategy("cohen"), GAUSSIAN, 0.5, 64, 100, 0.01, 10
     )
     assert task.pack_batches is True
+
+
+@pytest.mark.parametrize("k", [1, 2])  # first-layer reuse by L B_i, or folded
+def test_rotated_scales_pack_through_first_layer_reuse(k):
+    """Axis-aligned bases and power-of-2 scales keep every product exact, so
+    the low-rank (k = 1) and folded (k = 2) responses are exact per row."""
+    m, batch_size = 13, 90
+    network, passes = _coordinates(True)
+    rng = np.random.RandomState(4)
+    basis = np.zeros((m, D, k), dtype=np.float32)
+    for i in range(m):
+        axes = rng.choice(D, size=k, replace=False)
+        basis[i, axes, np.arange(k)] = 1.0
+    scale = Scale(
+        rng.choice([0.25, 1.0, 2.0], size=(m, k)),
+        basis,
+        rng.choice([0.5, 1.0], size=m),
+    )
+    bank = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, D)
+    first, n_draws = _ranges(m, seed=5)
+    kwargs = {"batch_size": batch_size, "first_row": first}
+    X = _inputs(m, seed=6)
+    packed = count_classes(network, X, scale, bank, n_draws, **kwargs)
+    assert passes[:-1] == [batch_size] * (len(passes) - 1)
+    assert len(passes) == math.ceil(n_draws.sum() / batch_size)
+    unpacked = count_classes(network, X, scale, bank, n_draws, pack=False, **kwargs)
+    np.testing.assert_array_equal(packed, unpacked)
+    assert packed.sum() == n_draws.sum()
+    for i in np.flatnonzero(n_draws)[:6]:  # alone, in one pass: nothing sliced
+        alone = count_classes(
+            network,
+            X[i : i + 1],
+            scale[i : i + 1],
+            bank,
+            n_draws[i],
+            batch_size=int(n_draws[i]),
+            first_row=first[i],
+        )
+        np.testing.assert_array_equal(alone[0], packed[i])
