@@ -65,6 +65,13 @@ class SmoothingTask:
         estimation draw the rounded noise exactly, in integers; the scale's
         values are those of :func:`~smoothlearn.grid.quantised_scale`, and
         each bound gives up the sampler's total-variation slack.
+    pack_batches : bool, default=True
+        Fill every forward pass of a count with ``batch_size`` noisy inputs
+        (:func:`~smoothlearn.counting.count_classes`'s ``pack``), however
+        many draws each input still needs: inputs that stopped early (a
+        sequential decision) or were planned fewer draws
+        (``radius_tolerance``) leave no pass part-empty. Every input sees the
+        same bank rows either way; False is the kernel before packing.
     """
 
     network: FlatInputNetwork
@@ -78,6 +85,7 @@ class SmoothingTask:
     radius_tolerance: float | None = None
     radius: float | None = None
     grid: object = None
+    pack_batches: bool = True
 
     def smoothing(self, X, key):
         """The strategy's :class:`~smoothlearn.scale.Scale` for ``X`` (with its
@@ -141,7 +149,8 @@ class SmoothingTask:
 
     def count(self, X, run, bank, n_draws, *, rows=None, first_row=0):
         """Class counts of rows ``rows`` (all by default) over ``n_draws`` bank rows
-        from ``first_row``: :func:`~smoothlearn.counting.count_classes`."""
+        from ``first_row`` (each an int, or one per row):
+        :func:`~smoothlearn.counting.count_classes`."""
         if rows is not None:
             X, run = X[rows], run[rows]
         return counting.count_classes(
@@ -154,6 +163,7 @@ class SmoothingTask:
             first_row=first_row,
             progress=blocks.report_draws,
             grid=self.grid,
+            pack=self.pack_batches,
         )
 
     def counts(self, X, key, which):
@@ -196,8 +206,11 @@ class SmoothingTask:
                     self.radius_tolerance,
                     self.family,
                 )
-            for size in np.unique(n_draws):  # ascending: extend the inputs still short
-                counter.extend_to(np.flatnonzero(n_draws >= size), size)
+            if self.pack_batches:  # one count, each input to its own size
+                counter.extend_to(np.arange(len(top)), n_draws)
+            else:  # ascending sizes: extend the inputs still short
+                for size in np.unique(n_draws):
+                    counter.extend_to(np.flatnonzero(n_draws >= size), size)
             p_lower = bounds.clopper_pearson_lower(counter.k, n_draws, self.alpha)
         if self.grid is not None:
             # the draws' law is within this total variation of the rounded law
@@ -267,7 +280,9 @@ class _TopCounter:
 
     Inputs extended together share every window of draws; rows ``[0, a)`` are
     never counted twice, so extending in steps costs what one pass to the
-    largest size costs.
+    largest size costs. One extension may take each input from where it is
+    to a size of its own: one count, whose passes
+    :func:`~smoothlearn.counting.count_classes` packs.
     """
 
     def __init__(self, task, X, run, bank, top):
@@ -277,14 +292,15 @@ class _TopCounter:
         self.done = np.zeros(len(top), dtype=np.int64)
 
     def extend_to(self, rows, size):
-        """Count rows ``rows`` (inputs that have counted equally far) up to ``size``."""
+        """Count rows ``rows`` up to ``size`` bank rows (an int, or one per row)."""
         if len(rows) == 0:
             return
-        first = int(self.done[rows[0]])
-        if np.any(self.done[rows] != first):
-            raise RuntimeError("inputs extended together must have counted as far")
+        first = self.done[rows]
+        size = np.broadcast_to(np.asarray(size, dtype=np.int64), first.shape)
+        if np.any(size < first):
+            raise RuntimeError("an input cannot be extended to fewer draws")
         counts = self.task.count(
-            self.X, self.run, self.bank, int(size) - first, rows=rows, first_row=first
+            self.X, self.run, self.bank, size - first, rows=rows, first_row=first
         )
         self.k[rows] += counts[np.arange(len(rows)), self.top[rows]]
         self.done[rows] = size

@@ -6,17 +6,25 @@ looks, a strategy comparing candidate smoothings) goes through
 
 * a pluggable scale: the :class:`~smoothlearn.scale.Scale` perturbs the noise
   centres (:meth:`~smoothlearn.scale.Scale.perturb`), whatever its form;
-* a pluggable response: the plain forward pass of every noisy input, or, when
-  the network starts with a linear map and the scale's rows share structure
+* a pluggable response: the plain forward pass of every noisy input, the
+  grid's integer noise (:mod:`smoothlearn.grid`), or, when the network starts
+  with a linear map and the scale's rows share structure
   (:meth:`~smoothlearn.scale.Scale.shared_parts`), the fused first layer kept
   inside :class:`~smoothlearn.first_layer.FirstLinear`, which reuses the
-  map's response to each window for every input.
+  map's response to each window for every input;
+* full forward passes (``pack=True``): the noisy inputs of a window are laid
+  end to end, input after input, and cut into passes of exactly
+  ``batch_size`` rows, an input's rows split across two passes where the cut
+  falls inside them, so only a count's last pass runs short however many
+  draws each input counts. Each input still sees its own bank rows, at the
+  same row indices: packing changes which rows share a pass, never the draws.
 
 Memory: a call holds one chunk of a bank and one window of it
 (``CHUNK_ROWS + min(n, batch_size)`` rows of ``n_features`` float32) plus one
-forward batch (at most ``max(batch_size, min(n, batch_size))`` noisy inputs,
-their activations and logits), whatever ``n`` and however many inputs are
-counted.
+forward batch (at most ``batch_size`` noisy inputs, or first-layer responses
+on the reuse path, written in place into one buffer; after a convolution
+the pieces of a packed batch are joined, twice that while they are), its
+activations and logits, whatever ``n`` and however many inputs are counted.
 """
 
 import numpy as np
@@ -31,7 +39,13 @@ __all__ = ["count_classes"]
 class _PlainResponse:
     """Class scores of the whole network on every noisy input; with
     ``levels``, each input's noise level goes with its noisy copies (a
-    denoiser in front that must know how much noise to remove)."""
+    denoiser in front that must know how much noise to remove).
+
+    A response splits a forward pass in two so that passes can be packed:
+    :meth:`inputs` forms what the network's (rest) takes for inputs ``i0:i1``
+    and a window's rows, input-major; :meth:`forward` runs it on rows of any
+    inputs, ``owners`` naming each row's input.
+    """
 
     def __init__(self, network, centres, scale, levels=None):
         self.network, self.centres, self.scale = network, centres, scale
@@ -40,14 +54,32 @@ class _PlainResponse:
     def window(self, z):
         return None
 
-    def scores(self, i0, i1, z, shared):
-        noisy = self.scale[i0:i1].perturb(self.centres[i0:i1], z)
-        level = None
-        if self.levels is not None:  # input-major, as the noisy copies
-            level = self.levels[i0:i1].repeat_interleave(z.shape[0])
-        return self.network.logits(
-            noisy.reshape(-1, self.network.n_features), noise_level=level
-        )
+    def part(self, shared, a, b):
+        """What :meth:`window` shares, for the window's rows ``[a, b)``."""
+        return shared
+
+    def batch(self, size):
+        """An empty forward batch of ``size`` rows that :meth:`inputs` can
+        write into (None: a batch's pieces are joined instead)."""
+        return self.centres.new_empty((size, self.network.n_features))
+
+    def inputs(self, i0, i1, z, shared, out=None):
+        scale = self.scale[i0:i1]
+        if out is None or scale.kind == "rotated":
+            noisy = scale.perturb(self.centres[i0:i1], z)
+            noisy = noisy.reshape(-1, self.network.n_features)
+            return noisy if out is None else out.copy_(noisy)
+        # Scale.perturb's sum, written straight into the forward batch
+        return torch.addcmul(
+            self.centres[i0:i1, None],
+            scale.values.reshape(i1 - i0, 1, -1),
+            z[None],
+            out=out.view(i1 - i0, len(z), -1),
+        ).view(out.shape)
+
+    def forward(self, rows, owners):
+        level = None if self.levels is None else self.levels[owners]
+        return self.network.logits(rows, noise_level=level)
 
 
 def count_classes(
@@ -61,13 +93,19 @@ def count_classes(
     first_row=0,
     progress=None,
     grid=None,
+    pack=True,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
-    Processing is chunk-major: one window of the bank (``min(n_draws,
-    batch_size)`` rows) serves every input before the next window is drawn,
-    so each draw is generated once per call; each forward pass carries
-    ``batch_size // window`` inputs (at least one) times the window's rows.
+    Processing is chunk-major: one window of the bank (at most
+    ``batch_size`` rows) serves every input before the next window is drawn,
+    so each draw is generated once per call. With ``pack``, every forward
+    pass but the call's last carries exactly ``batch_size`` noisy inputs
+    (``ceil(sum(n_draws) / batch_size)`` passes); without, each carries
+    ``batch_size // window`` whole inputs (at least one) times the window's
+    rows. Either way input ``i`` is counted on bank rows ``[first_row_i,
+    first_row_i + n_draws_i)``; the counts differ only where the network's
+    float results for a row depend on which rows share its pass.
 
     Parameters
     ----------
@@ -78,20 +116,24 @@ def count_classes(
         The scale of each input, run in float32; its offset, if any, moves
         each input's noise centre to ``x + offset``.
     bank : NoiseBank
-    n_draws : int
-        Rows of the bank to use: ``n_draws`` rows from ``first_row``.
+    n_draws : int or array-like of int, shape (m,)
+        Rows of the bank to use for each input: ``n_draws`` rows from
+        ``first_row``.
     batch_size : int
         Noisy inputs per forward pass.
-    first_row : int, default=0
+    first_row : int or array-like of int, shape (m,), default=0
         The first row of the bank used: a later call from ``first_row = a``
         extends counts of rows ``[0, a)`` without repeating them.
     progress : callable, default=None
-        ``progress(n_inputs, n_draws)`` after each forward pass: that many
-        inputs counted that many more draws each
+        ``progress(n_inputs, n_draws)`` after each forward pass, once per
+        piece of it: that many inputs counted that many more draws each
         (:func:`~smoothlearn.blocks.report_draws`).
     grid : smoothlearn.grid.Grid, default=None
-        Count on the grid instead (:func:`_count_on_grid`): ``bank`` then
+        Count on the grid instead (:class:`_GridResponse`): ``bank`` then
         holds raw 64-bit words and ``scale`` the values the tables are for.
+    pack : bool, default=True
+        Fill every forward pass but the last (above); False runs whole
+        inputs per pass, the kernel before packing.
 
     Returns
     -------
@@ -102,25 +144,15 @@ def count_classes(
             f"count_classes takes a smoothlearn.scale.Scale; got {type(scale).__name__}"
         )
     m = len(X)
+    first = np.broadcast_to(np.asarray(first_row, dtype=np.int64), (m,))
+    n_draws = np.broadcast_to(np.asarray(n_draws, dtype=np.int64), (m,))
+    if (first < 0).any() or (n_draws < 0).any():
+        raise ValueError("first_row and n_draws must be non-negative")
     device, K = network.device, network.n_classes
     counts = torch.zeros((m, K), dtype=torch.int64, device=device)
-    if m == 0 or n_draws == 0:
+    if m == 0 or not n_draws.any():
         return counts.cpu().numpy()
-    if grid is not None:
-        _count_on_grid(
-            network,
-            X,
-            scale,
-            bank,
-            n_draws,
-            counts,
-            batch_size,
-            first_row,
-            grid,
-            progress,
-        )
-        return counts.cpu().numpy()
-    if scale.kind == "diagonal" and scale.shared_parts() is None:
+    if grid is None and scale.kind == "diagonal" and scale.shared_parts() is None:
         # per-input diagonals share no structure, but a row whose values are
         # all equal is isotropic (a strategy kept its isotropic start): those
         # rows take the isotropic path, with first-layer reuse where it exists
@@ -134,15 +166,28 @@ def count_classes(
                         X[rows],
                         scale[rows] if part is None else part(scale[rows]),
                         bank,
-                        n_draws,
+                        n_draws[rows],
                         batch_size=batch_size,
-                        first_row=first_row,
+                        first_row=first[rows],
                         progress=progress,
+                        pack=pack,
                     )
             return out
     batch_size = network.batch_size_for(batch_size)
-    window = min(n_draws, batch_size)
-    group = max(1, batch_size // window)
+    if grid is not None:
+        response = _GridResponse(network, X, scale, bank, grid)
+    else:
+        response = _float_response(network, X, scale)
+    network.module.eval()
+    with torch.inference_mode():
+        batch = _Batch(response, counts, batch_size, progress)
+        _count_windows(response, bank, first, first + n_draws, batch, pack)
+    return counts.cpu().numpy()
+
+
+def _float_response(network, X, scale):
+    """The plain or first-layer-reuse response of float noise ``S z``."""
+    device = network.device
     levels = None
     if network.noise_level_rule is not None:
         levels = torch.as_tensor(
@@ -158,29 +203,133 @@ def count_classes(
     )
     parts = scale.shared_parts()
     first = network.first_linear if parts is not None and levels is None else None
+    if first is None:
+        return _PlainResponse(network, centres, scale, levels)
     network.module.eval()
     with torch.inference_mode():
-        if first is None:
-            response = _PlainResponse(network, centres, scale, levels)
+        return first.fused_response(centres, parts)
+
+
+def _count_windows(response, bank, first, stop, batch, pack):
+    """Count input ``i`` over bank rows ``[first[i], stop[i])``, window by window.
+
+    Within a window, consecutive inputs needing the same rows form a run, the
+    run's noisy inputs a stream (input-major); with ``pack`` the stream is cut
+    into the batch wherever it fills, across runs and windows, and a run's
+    pieces are formed a few inputs at a time (a partial input at each end,
+    the whole ones between in one call), never more than the batch takes.
+    """
+    lo, hi = int(first.min()), int(stop.max())
+    window = min(hi - lo, batch.size)
+    group = max(1, batch.size // window)  # whole inputs per pass, unpacked
+    for start in range(lo, hi, window):
+        end = min(start + window, hi)
+        z = bank.rows(start, end).to(batch.counts.device)
+        shared = response.window(z)
+        a = np.clip(first - start, 0, end - start)
+        b = np.clip(stop - start, 0, end - start)
+        for i0, i1 in _runs(a, b):
+            r0, r1 = int(a[i0]), int(b[i0])
+            rows = r1 - r0
+            zr, sr = z, shared
+            if rows < len(z):
+                zr, sr = z[r0:r1], response.part(shared, r0, r1)
+            if not pack:
+                for g0 in range(i0, i1, group):
+                    batch.add(g0, min(g0 + group, i1), zr, sr)
+                    batch.flush()
+                continue
+            done, total = 0, (i1 - i0) * rows
+            while done < total:
+                take = min(batch.free, total - done)
+                _add_span(batch, response, i0, rows, done, done + take, zr, sr)
+                done += take
+                if batch.free == 0:
+                    batch.flush()
+    batch.flush()
+
+
+def _runs(a, b):
+    """``(i0, i1)`` of the maximal runs of consecutive inputs with equal,
+    non-empty row ranges ``[a_i, b_i)``."""
+    live = b > a
+    change = np.flatnonzero(
+        (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (live[1:] != live[:-1])
+    )
+    starts = np.concatenate([[0], change + 1])
+    ends = np.concatenate([change + 1, [len(a)]])
+    return [(int(s), int(e)) for s, e in zip(starts, ends) if live[s]]
+
+
+def _add_span(batch, response, i0, rows, p, q, z, shared):
+    """Add flat rows ``[p, q)`` of the stream of inputs ``i0, i0 + 1, ...``,
+    ``rows`` rows each: a partial input at each end, whole inputs between."""
+    head, offset = i0 + p // rows, p % rows
+    tail, cut = i0 + q // rows, q % rows
+    if head == tail:  # inside one input
+        batch.add(head, head + 1, z[offset:cut], response.part(shared, offset, cut))
+        return
+    if offset:
+        batch.add(head, head + 1, z[offset:], response.part(shared, offset, rows))
+        head += 1
+    if tail > head:
+        batch.add(head, tail, z, shared)
+    if cut:
+        batch.add(tail, tail + 1, z[:cut], response.part(shared, 0, cut))
+
+
+class _Batch:
+    """One forward pass being filled with pieces ``(inputs i0:i1, w rows
+    each)`` of a response's inputs, run and counted together by :meth:`flush`.
+
+    Pieces are written into one batch where the response gives one
+    (:meth:`_PlainResponse.batch`), so a packed pass costs no copy; else
+    (first-layer reuse after a convolution) they are joined when it runs.
+    """
+
+    def __init__(self, response, counts, size, progress):
+        self.response, self.counts, self.size = response, counts, size
+        self.progress = progress
+        self.rows = response.batch(size)
+        self.pieces, self.free = [], size
+
+    def add(self, i0, i1, z, shared):
+        n = (i1 - i0) * len(z)
+        out = None
+        if self.rows is not None:
+            at = self.size - self.free
+            out = self.rows[at : at + n]
+        self.pieces.append(
+            (self.response.inputs(i0, i1, z, shared, out), i0, i1, len(z))
+        )
+        self.free -= n
+
+    def flush(self):
+        if not self.pieces:
+            return
+        device, K = self.counts.device, self.counts.shape[1]
+        owners = torch.cat(
+            [
+                torch.arange(i0, i1, device=device).repeat_interleave(w)
+                for _, i0, i1, w in self.pieces
+            ]
+        )
+        if self.rows is not None:
+            rows = self.rows[: self.size - self.free]
+        elif len(self.pieces) == 1:
+            rows = self.pieces[0][0]
         else:
-            response = first.fused_response(centres, parts)
-        stop = first_row + n_draws
-        for start in range(first_row, stop, window):
-            z = bank.rows(start, min(start + window, stop)).to(device)
-            shared = response.window(z)
-            for i0 in range(0, m, group):
-                i1 = min(i0 + group, m)
-                pred = response.scores(i0, i1, z, shared).argmax(dim=1)
-                _add_votes(counts, i0, i1, pred, z.shape[0], K)
-                if progress is not None:
-                    progress(i1 - i0, z.shape[0])
-    return counts.cpu().numpy()
+            rows = torch.cat([piece[0] for piece in self.pieces])
+        pred = self.response.forward(rows, owners).argmax(dim=1)
+        _add_votes(self.counts, owners, pred, K)
+        if self.progress is not None:
+            for _, i0, i1, w in self.pieces:
+                self.progress(i1 - i0, w)
+        self.pieces, self.free = [], self.size
 
 
-def _count_on_grid(
-    network, X, scale, bank, n_draws, counts, batch_size, first, grid, progress
-):
-    """:func:`count_classes` on the grid (:mod:`smoothlearn.grid`), into ``counts``.
+class _GridResponse(_PlainResponse):
+    """The network on the grid (:mod:`smoothlearn.grid`).
 
     Each input's noisy inputs are ``j + k`` in integers, ``k`` drawn from the
     bank's words by the input's rounded tables; the network sees
@@ -191,60 +340,74 @@ def _count_on_grid(
     integer sum and ``fl32(j + k) * fl32(h)`` one rounding of it, as
     :meth:`~smoothlearn.grid.Grid.inputs` computes.
     """
-    from .grid import RowSampler, TableSet
 
-    if scale.kind == "rotated" or scale.offset is not None:
-        raise ValueError(
-            "on the grid, scales are isotropic or diagonal and carry no offset"
+    def __init__(self, network, X, scale, bank, grid):
+        from .grid import RowSampler, TableSet
+
+        if scale.kind == "rotated" or scale.offset is not None:
+            raise ValueError(
+                "on the grid, scales are isotropic or diagonal and carry no offset"
+            )
+        device = network.device
+        d = X.shape[1]
+        j = grid.indices(X)
+        per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
+        family = bank.family.rounded
+        tables = TableSet(family, np.unique(per), grid.step, device)
+        self.samplers, self.row_keys = {}, []
+        for row in per:
+            key = row.tobytes()
+            if key not in self.samplers:
+                self.samplers[key] = RowSampler(family, row, grid.step, device, tables)
+            self.row_keys.append(key)
+        reach = max(s.reach for s in self.samplers.values())
+        if np.abs(j).max() + reach >= 2**24:
+            raise ValueError(
+                "on the grid, |x / step| plus the noise's reach must stay below 2^24"
+            )
+        self.j = torch.as_tensor(j.astype(np.float32), device=device)
+        levels = None
+        if network.noise_level_rule is not None:  # a denoiser told each level
+            levels = torch.as_tensor(noise_levels(scale, d, network.noise_level_rule))
+            levels = levels.to(device)
+        self.network, self.grid, self.levels = network, grid, levels
+
+    def window(self, words):
+        """One ``k`` per distinct scale and window, drawn when first asked."""
+        return _GridWindow(self.samplers, words, 0, len(words))
+
+    def part(self, shared, a, b):
+        return shared.part(a, b)
+
+    def batch(self, size):
+        return self.j.new_empty((size, self.j.shape[1]))
+
+    def inputs(self, i0, i1, words, shared, out=None):
+        ks = [shared.k(key) for key in self.row_keys[i0:i1]]
+        k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
+        if out is not None:  # j + k formed in the forward batch itself
+            out = out.view(i1 - i0, len(words), -1)
+        noisy = self.grid.inputs(torch.add(self.j[i0:i1, None], k, out=out))
+        return noisy.reshape(-1, self.j.shape[1])
+
+
+class _GridWindow:
+    """A window's ``k`` per scale (sampled once, for the whole window), seen
+    through rows ``[a, b)`` of it."""
+
+    def __init__(self, samplers, words, a, b, drawn=None):
+        self.samplers, self.words, self.a, self.b = samplers, words, a, b
+        self.drawn = {} if drawn is None else drawn
+
+    def part(self, a, b):
+        return _GridWindow(
+            self.samplers, self.words, self.a + a, self.a + b, self.drawn
         )
-    device, K = network.device, network.n_classes
-    m, d = X.shape
-    j = grid.indices(X)
-    per = np.asarray(scale.per_coordinate(d), dtype=np.float64)
-    family = bank.family.rounded
-    tables = TableSet(family, np.unique(per), grid.step, device)
-    samplers = {}
-    row_keys = []
-    for row in per:
-        key = row.tobytes()
-        if key not in samplers:
-            samplers[key] = RowSampler(family, row, grid.step, device, tables)
-        row_keys.append(key)
-    reach = max(s.reach for s in samplers.values())
-    if np.abs(j).max() + reach >= 2**24:
-        raise ValueError(
-            "on the grid, |x / step| plus the noise's reach must stay below 2^24"
-        )
-    j = torch.as_tensor(j.astype(np.float32), device=device)
-    levels = None
-    if network.noise_level_rule is not None:  # a denoiser told each input's level
-        levels = torch.as_tensor(noise_levels(scale, d, network.noise_level_rule))
-        levels = levels.to(device)
-    batch_size = network.batch_size_for(batch_size)
-    window = min(n_draws, batch_size)
-    group = max(1, batch_size // window)
-    network.module.eval()
-    with torch.inference_mode():
-        stop = first + n_draws
-        for start in range(first, stop, window):
-            words = bank.rows(start, min(start + window, stop)).to(device)
-            drawn = {}  # one k per distinct scale and window
-            for i0 in range(0, m, group):
-                i1 = min(i0 + group, m)
-                ks = []
-                for key in row_keys[i0:i1]:
-                    if key not in drawn:
-                        drawn[key] = samplers[key].sample(words)
-                    ks.append(drawn[key])
-                k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
-                noisy = grid.inputs(torch.add(j[i0:i1, None], k))
-                level = None
-                if levels is not None:  # input-major, as the noisy copies
-                    level = levels[i0:i1].repeat_interleave(words.shape[0])
-                scores = network.logits(noisy.reshape(-1, d), noise_level=level)
-                _add_votes(counts, i0, i1, scores.argmax(dim=1), words.shape[0], K)
-                if progress is not None:
-                    progress(i1 - i0, words.shape[0])
+
+    def k(self, key):
+        if key not in self.drawn:
+            self.drawn[key] = self.samplers[key].sample(self.words)
+        return self.drawn[key][self.a : self.b]
 
 
 def _isotropic(scale):
@@ -252,17 +415,12 @@ def _isotropic(scale):
     return Scale(np.asarray(scale.values)[:, 0], offset=scale.offset)
 
 
-def _add_votes(counts, i0, i1, pred, w, K):
-    """Add the predictions of inputs ``i0:i1`` (``w`` draws each, input-major).
+def _add_votes(counts, owners, pred, K):
+    """Add each row's prediction ``pred`` to its input's (``owners``) counts.
 
     ``index_add_`` rather than ``bincount``: on a GPU, ``bincount`` reads its
     input's range back to the host to size its output, a round-trip per
     forward batch; ``index_add_`` writes into the counts' fixed shape and
     stays on the device (on a CPU both cost the same).
     """
-    index = pred
-    if i1 - i0 > 1:
-        index = pred + K * torch.arange(i1 - i0, device=pred.device).repeat_interleave(
-            w
-        )
-    counts[i0:i1].view(-1).index_add_(0, index, torch.ones_like(pred))
+    counts.view(-1).index_add_(0, pred + K * owners, torch.ones_like(pred))

@@ -349,23 +349,48 @@ class _FusedResponse:
         scaled = z if self.common is None else z * self.common
         return self.first.apply_linear_part(scaled)[None]
 
-    def scores(self, i0, i1, z, shared):
+    def part(self, shared, a, b):
+        """What :meth:`window` shares, for the window's rows ``[a, b)``."""
+        if shared is None:
+            return None
+        if self.LB is not None:
+            Lz, coordinates = shared
+            return Lz[a:b], None if coordinates is None else coordinates[a:b]
+        return shared[:, a:b]
+
+    def batch(self, size):
+        """An empty forward batch of ``size`` first-layer responses for
+        :meth:`inputs` to write into; None after a convolution, whose
+        responses keep the layout the rest of the network runs fastest in
+        (a packed batch's pieces are then joined, :mod:`smoothlearn.counting`)."""
+        if self.first.is_conv:
+            return None
+        return self.Lx.new_empty((size, *self.hidden_shape))
+
+    def inputs(self, i0, i1, z, shared, out=None):
+        """The first layer's response ``L x_i + L(S_i z)`` for inputs ``i0:i1``
+        and the window's rows ``z``: what the rest of the network takes,
+        input-major; written into ``out`` where given (rows of :meth:`batch`)."""
+        g, w = i1 - i0, len(z)
+        dest = None if out is None else out.view(g, w, -1)
         if self.folded is not None:
-            g = i1 - i0
             hidden = torch.baddbmm(
                 self.Lx[i0:i1].reshape(g, 1, -1),
                 z.expand(g, *z.shape),
                 self.folded[i0:i1],
+                out=dest,
             )
-            hidden = hidden.reshape(g, len(z), *self.hidden_shape)
+            hidden = hidden.reshape(g, w, *self.hidden_shape)
         elif self.LB is None:
             if self.factor is None:
-                hidden = self.Lx[i0:i1] + shared
+                hidden = torch.add(self.Lx[i0:i1], shared, out=dest)
             else:
-                hidden = torch.addcmul(self.Lx[i0:i1], self.factor[i0:i1], shared)
+                hidden = torch.addcmul(
+                    self.Lx[i0:i1], self.factor[i0:i1], shared, out=dest
+                )
         else:
             Lz, coordinates = shared
-            g, w, k = i1 - i0, len(z), self.k
+            k = self.k
             if coordinates is None:
                 coef = torch.einsum("wd,gdk->gwk", z, self.basis[i0:i1])
             else:
@@ -375,10 +400,14 @@ class _FusedResponse:
             base = torch.addcmul(
                 self.Lx[i0:i1].reshape(g, 1, -1), self.factor[i0:i1, None, None], Lz
             )
-            hidden = torch.baddbmm(base, coef, self.LB[i0:i1])
+            hidden = torch.baddbmm(base, coef, self.LB[i0:i1], out=dest)
             hidden = hidden.reshape(g, w, *self.hidden_shape)
-        out = self.first.rest(hidden.reshape(-1, *self.hidden_shape))
-        return first_output(out)
+        return hidden.reshape(-1, *self.hidden_shape)
+
+    def forward(self, hidden, owners):
+        """Class scores of the rest of the network on first-layer responses of
+        any inputs (``owners``, each row's input, is not needed here)."""
+        return first_output(self.first.rest(hidden))
 
 
 def find_first_linear(

@@ -1,0 +1,261 @@
+"""Full forward passes under adaptive sampling: packing keeps every input's draws.
+
+The network here selects coordinates (a one-hot first layer, then a ReLU):
+each row's logits are exact whatever rows share its pass, so packed and
+unpacked counts must agree exactly, and with votes computed draw by draw
+from the bank's rows. (A general network's float32 logits may differ in the
+last bits with the batch's composition; then so may a count near a tie.)
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from smoothlearn import banks
+from smoothlearn.bounds import sequential_looks
+from smoothlearn.certify import SmoothingTask
+from smoothlearn.counting import count_classes
+from smoothlearn.grid import Grid, RawWords
+from smoothlearn.network import FlatInputNetwork
+from smoothlearn.noise import get_noise
+from smoothlearn.scale import Scale
+from smoothlearn.strategies import get_strategy
+
+GAUSSIAN = get_noise("gaussian")
+D, K = 5, 3
+
+
+def _coordinates(reuse):
+    """Logits ``relu(x[:K])``: exact per row (one nonzero term per sum), on
+    the plain path or through first-layer reuse."""
+    linear = torch.nn.Linear(D, K)
+    with torch.no_grad():
+        linear.weight.zero_()
+        linear.weight[torch.arange(K), torch.arange(K)] = 1.0
+        linear.bias.zero_()
+    relu = torch.nn.ReLU()
+    network = FlatInputNetwork(
+        torch.nn.Sequential(linear, relu), (D,), K, reuse_first_layer=reuse
+    )
+    assert (network.first_linear is not None) == reuse
+    passes = []
+    relu.register_forward_pre_hook(lambda _, args: passes.append(len(args[0])))
+    return network, passes
+
+
+def _inputs(m, seed=0):
+    """On the grid of step 1/16, margins between the first coordinates spread."""
+    rng = np.random.RandomState(seed)
+    return np.round(rng.uniform(0, 1.5, size=(m, D)) * 16).astype(np.float32) / 16
+
+
+def _ranges(m, seed=1):
+    rng = np.random.RandomState(seed)
+    return rng.randint(0, 700, size=m), rng.randint(0, 900, size=m)
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+@pytest.mark.parametrize("batch_size", [64, 250, 1000])
+def test_packed_counts_are_each_inputs_votes_on_its_own_rows(reuse, batch_size):
+    m = 23
+    network, passes = _coordinates(reuse)
+    X = _inputs(m)
+    values = np.array([0.25, 0.5, 1.0, 2.0] * 6)[:m]  # powers of 2: s z exact
+    scale = Scale(values)
+    bank = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, D)
+    first, n_draws = _ranges(m)
+    n_draws[3] = 0  # an input with nothing to count
+    packed = count_classes(
+        network, X, scale, bank, n_draws, batch_size=batch_size, first_row=first
+    )
+    assert passes[:-1] == [batch_size] * (len(passes) - 1)
+    assert 0 < passes[-1] <= batch_size
+    assert len(passes) == math.ceil(n_draws.sum() / batch_size)
+    assert sum(passes) == n_draws.sum()
+    # the truth: each input's votes on bank rows [first_i, first_i + n_i)
+    fresh = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, D)
+    expected = np.zeros((m, K), dtype=np.int64)
+    for i in range(m):
+        z = fresh.rows(first[i], first[i] + n_draws[i]).numpy() if n_draws[i] else None
+        if z is not None:
+            noisy = X[i] + np.float32(values[i]) * z
+            votes = np.argmax(np.maximum(noisy[:, :K], 0), axis=1)
+            expected[i] = np.bincount(votes, minlength=K)
+    np.testing.assert_array_equal(packed, expected)
+    unpacked = count_classes(
+        network,
+        X,
+        scale,
+        bank,
+        n_draws,
+        batch_size=batch_size,
+        first_row=first,
+        pack=False,
+    )
+    np.testing.assert_array_equal(unpacked, expected)
+
+
+def test_each_window_of_the_bank_is_drawn_once_per_count():
+    network, _ = _coordinates(False)
+    bank = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, D)
+    drawn = []
+    rows = bank.rows
+    bank.rows = lambda a, b: drawn.append((a, b)) or rows(a, b)
+    first, n_draws = _ranges(17)
+    count_classes(
+        network,
+        _inputs(17),
+        Scale(np.full(17, 0.5)),
+        bank,
+        n_draws,
+        batch_size=128,
+        first_row=first,
+    )
+    starts, stops = zip(*drawn)
+    assert starts[0] == first.min() and stops[-1] == (first + n_draws).max()
+    assert list(starts[1:]) == list(stops[:-1])  # consecutive, none repeated
+    assert max(b - a for a, b in drawn) <= 128
+
+
+def test_the_grid_path_packs_with_the_same_counts():
+    m, batch_size = 19, 100
+    network, passes = _coordinates(False)
+    X = _inputs(m)
+    scale = Scale(np.array([0.25, 0.5] * 10)[:m])
+    bank = banks.NoiseBank(0, banks.ESTIMATION, RawWords(GAUSSIAN), D)
+    first, n_draws = _ranges(m, seed=2)
+    grid = Grid(1 / 16)
+    kwargs = {"batch_size": batch_size, "first_row": first, "grid": grid}
+    packed = count_classes(network, X, scale, bank, n_draws, **kwargs)
+    assert passes[:-1] == [batch_size] * (len(passes) - 1)
+    assert len(passes) == math.ceil(n_draws.sum() / batch_size)
+    passes.clear()
+    unpacked = count_classes(network, X, scale, bank, n_draws, pack=False, **kwargs)
+    assert len(passes) > math.ceil(n_draws.sum() / batch_size)
+    np.testing.assert_array_equal(packed, unpacked)
+    # and input by input, alone
+    for i in range(0, m, 5):
+        alone = count_classes(
+            network,
+            X[i : i + 1],
+            scale[i : i + 1],
+            bank,
+            n_draws[i],
+            batch_size=batch_size,
+            first_row=first[i],
+            grid=grid,
+        )
+        np.testing.assert_array_equal(alone[0], packed[i])
+
+
+def _task(network, pack, **params):
+    return SmoothingTask(
+        network=network,
+        strategy=get_strategy("cohen"),
+        family=GAUSSIAN,
+        sigma=0.5,
+        n0=64,
+        n=4000,
+        alpha=0.001,
+        batch_size=300,
+        pack_batches=pack,
+        **params,
+    )
+
+
+@pytest.mark.parametrize(
+    "params, reuse, grid",
+    [
+        ({"radius": 0.3}, False, None),
+        ({"radius": 0.3}, True, None),
+        ({"radius_tolerance": 0.05}, False, None),
+        ({"radius_tolerance": 0.05}, True, None),
+        ({"radius": 0.3}, False, Grid(1 / 16)),
+        ({"radius_tolerance": 0.05}, False, Grid(1 / 16)),
+    ],
+)
+def test_adaptive_certificates_are_the_same_packed_and_every_pass_is_full(
+    params, reuse, grid
+):
+    network, passes = _coordinates(reuse)
+    X = _inputs(40, seed=3)
+    results, counted = {}, {}
+    for pack in (True, False):
+        passes.clear()
+        task = _task(network, pack, grid=grid, **params)
+        results[pack] = task.certify(X, 7)
+        counted[pack] = list(passes)
+    on, off = results[True], results[False]
+    np.testing.assert_array_equal(on.class_index, off.class_index)
+    np.testing.assert_array_equal(on.n_draws, off.n_draws)
+    np.testing.assert_array_equal(on.p_lower, off.p_lower)
+    assert len(np.unique(on.n_draws)) > 1  # inputs did stop at different sizes
+    # packed: one count for the selection, then one per look (radius) or one
+    # for every planned size (radius_tolerance), each full but its last pass
+    m, bs = len(X), 300
+    sizes = [m * 64]
+    if "radius" in params:
+        looks, _ = sequential_looks(4000, 0.001)
+        previous = 0
+        for look in looks:
+            active = int((on.n_draws >= look).sum())
+            if active:
+                sizes.append(active * (look - previous))
+            previous = look
+    else:
+        sizes.append(int(on.n_draws.sum()))
+    expected = []
+    for rows in sizes:
+        expected += [bs] * (rows // bs) + ([rows % bs] if rows % bs else [])
+    assert counted[True] == expected
+    assert len(counted[False]) > len(expected)  # what packing saves here
+    assert sum(counted[False]) == sum(expected)
+
+
+def test_packing_is_on_by_default():
+    network, _ = _coordinates(False)
+    task = SmoothingTask(
+        network, get_strategy("cohen"), GAUSSIAN, 0.5, 64, 100, 0.01, 10
+    )
+    assert task.pack_batches is True
+
+
+@pytest.mark.parametrize("k", [1, 2])  # first-layer reuse by L B_i, or folded
+def test_rotated_scales_pack_through_first_layer_reuse(k):
+    """Axis-aligned bases and power-of-2 scales keep every product exact, so
+    the low-rank (k = 1) and folded (k = 2) responses are exact per row."""
+    m, batch_size = 13, 90
+    network, passes = _coordinates(True)
+    rng = np.random.RandomState(4)
+    basis = np.zeros((m, D, k), dtype=np.float32)
+    for i in range(m):
+        axes = rng.choice(D, size=k, replace=False)
+        basis[i, axes, np.arange(k)] = 1.0
+    scale = Scale(
+        rng.choice([0.25, 1.0, 2.0], size=(m, k)),
+        basis,
+        rng.choice([0.5, 1.0], size=m),
+    )
+    bank = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, D)
+    first, n_draws = _ranges(m, seed=5)
+    kwargs = {"batch_size": batch_size, "first_row": first}
+    X = _inputs(m, seed=6)
+    packed = count_classes(network, X, scale, bank, n_draws, **kwargs)
+    assert passes[:-1] == [batch_size] * (len(passes) - 1)
+    assert len(passes) == math.ceil(n_draws.sum() / batch_size)
+    unpacked = count_classes(network, X, scale, bank, n_draws, pack=False, **kwargs)
+    np.testing.assert_array_equal(packed, unpacked)
+    assert packed.sum() == n_draws.sum()
+    for i in np.flatnonzero(n_draws)[:6]:  # alone, in one pass: nothing sliced
+        alone = count_classes(
+            network,
+            X[i : i + 1],
+            scale[i : i + 1],
+            bank,
+            n_draws[i],
+            batch_size=int(n_draws[i]),
+            first_row=first[i],
+        )
+        np.testing.assert_array_equal(alone[0], packed[i])
