@@ -80,6 +80,7 @@ def engine_settings(pack, reuse, counter):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=128)
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--sigma", type=float, default=0.25)
@@ -104,6 +105,7 @@ def main():
         n=args.n,
         batch_size=args.batch_size,
         max_epochs=args.epochs,
+        device=args.device,
         random_state=0,
     )
     start = time.perf_counter()

@@ -32,3 +32,6 @@ step precision-speed 240 python bench_precision.py --device cuda --n 100000 \
 # a bf16 and an fp32 network that agree on clean inputs: their certificates
 step precision-quality 90 python bench_precision.py --device cuda --models "" \
     --quality mnist --quality-n 10000 --quality-inputs 200 --epochs 5
+# packed passes at a GPU's batch size under the sequential decision
+step batch-fill 120 python bench_batch_fill.py --device cuda --inputs 128 \
+    --batch-size 10000 --settings radius
