@@ -17,7 +17,12 @@ from tqdm.auto import tqdm
 
 from .scale import Scale
 
-__all__ = ["BlockResult", "INPUT_BLOCK", "report_draws", "run_blocks"]
+__all__ = ["BlockResult", "INPUT_BLOCK", "report_draws", "report_phase", "run_blocks"]
+
+#: Seconds between two redraws of a progress bar that nothing moved: its
+#: elapsed and remaining times keep running through a strategy's optimisation
+#: and while blocks run on workers.
+TICK_SECONDS = 1.0
 
 #: Inputs handled together: the noise banks are regenerated once per block
 #: (cheap next to n forward passes per input) and progress, checkpoints and
@@ -108,6 +113,32 @@ def report_draws(n_inputs, n_draws):
     progress = getattr(_running, "progress", None)
     if progress is not None:
         progress.advance(n_inputs * n_draws)
+
+
+def report_phase(text):
+    """Show ``text`` beside the progress bar of the call running in this thread
+    (what a block is doing between forward passes, e.g. a strategy choosing
+    its scales); None clears it. A no-op when no bar runs in this thread."""
+    progress = getattr(_running, "progress", None)
+    if progress is not None:
+        progress.bar.set_postfix_str(text or "", refresh=True)
+
+
+class _Ticker(threading.Thread):
+    """Redraws a bar every :data:`TICK_SECONDS` until stopped, so that a long
+    step without forward passes does not look like a dead call."""
+
+    def __init__(self, bar):
+        super().__init__(daemon=True)
+        self.bar, self.stopped = bar, threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(TICK_SECONDS):
+            self.bar.refresh()
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
 
 
 class _DrawProgress:
@@ -204,6 +235,9 @@ def run_blocks(
         progress = _DrawProgress(bar, draws_per_input)
     previous = getattr(_running, "progress", None)
     _running.progress = progress
+    ticker = _Ticker(bar) if verbose and todo else None
+    if ticker is not None:
+        ticker.start()
     try:
         computed = Parallel(n_jobs=n_jobs, return_as="generator")(
             delayed(work)(X[b], key) for b in todo
@@ -217,6 +251,8 @@ def run_blocks(
             else:
                 bar.update(block.stop - block.start)
     finally:
+        if ticker is not None:
+            ticker.stop()
         _running.progress = previous
         bar.close()
     return [results[b.start] for b in blocks]

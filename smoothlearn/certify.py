@@ -130,7 +130,14 @@ class SmoothingTask:
         as a certificate records it (:meth:`~smoothlearn.scale.Scale.as_run`;
         on the grid, both the :func:`~smoothlearn.grid.quantised_scale` of its
         values, exactly)."""
-        return self._as_run(self.smoothing(X, key))
+        data_dependent = getattr(self.strategy, "data_dependent", False)
+        if data_dependent:  # the bar says why it waits: no forward pass counts yet
+            blocks.report_phase(f"{self.strategy.name}: choosing each input's scale")
+        try:
+            return self._as_run(self.smoothing(X, key))
+        finally:
+            if data_dependent:
+                blocks.report_phase(None)
 
     def _as_run(self, answer):
         if self.grid is None:

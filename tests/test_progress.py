@@ -74,3 +74,45 @@ def test_progress_of_a_checkpoint_resume_starts_at_the_finished_inputs(
     clf.set_params(verbose=1)
     clf.certify(X, checkpoint=log)  # the first block is read back
     assert bar_positions[0] > 64 and bar_positions[-1] == 80
+
+
+def test_a_bar_keeps_ticking_and_names_the_phase_without_forward_passes(
+    monkeypatch, capsys
+):
+    # a block that counts no draws for a while (a strategy choosing its
+    # scales, a worker's block) still redraws the bar with its elapsed time,
+    # and says what it is doing
+    import threading
+    import time
+
+    monkeypatch.setattr(blocks, "TICK_SECONDS", 0.05)
+    redraws = []
+
+    def slow(X_block, key):
+        blocks.report_phase("choosing scales")  # a no-op without a bar
+        time.sleep(0.4)
+        progress = blocks._running.progress
+        if progress is not None:
+            redraws.append(progress.bar.postfix)
+        blocks.report_phase(None)
+        return None
+
+    X = np.zeros((10, 3), dtype=np.float32)
+    refresh = blocks.tqdm.refresh
+    counted = []
+
+    def counting_refresh(self, *a, **k):
+        # the ticker's redraws: from its own thread, not the one working
+        if threading.current_thread() is not threading.main_thread():
+            counted.append(time.perf_counter())
+        return refresh(self, *a, **k)
+
+    monkeypatch.setattr(blocks.tqdm, "refresh", counting_refresh)
+    blocks.run_blocks(slow, X, 0, verbose=1, draws_per_input=5)
+    assert redraws == ["choosing scales"]
+    assert len(counted) >= 4  # about one per tick of the 0.4 s block
+    assert "choosing scales" in capsys.readouterr().err
+    # no thread left behind, and no bar without verbose
+    counted.clear()
+    blocks.run_blocks(slow, X, 0, verbose=0, draws_per_input=5)
+    assert counted == [] and redraws == ["choosing scales"]
