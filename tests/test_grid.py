@@ -514,3 +514,31 @@ def test_ucan_pattern_runs_on_the_grid(digits):
     levels = np.log2(np.asarray(cert.scale)) * 256
     assert np.allclose(levels, np.rint(levels), atol=1e-6)
     assert cert.smoothing.endswith("grid=0.0625")
+
+
+def test_grid_set_after_fit_takes_effect_or_is_refused(digits):
+    """A step (or None) set after fit runs at the next call; 'auto', resolved
+    only in fit, is refused after a fit with another value, before any work
+    and with the state unchanged (never read as float noise)."""
+    X, y = digits
+    clf = SmoothedClassifier(
+        n=100, n0=20, max_epochs=1, random_state=0, module__hidden_units=(8,)
+    ).fit(X[:100], y[:100])
+    state = pickle.dumps(clf)
+    for method in ("certify", "predict"):
+        with pytest.raises(ValueError, match="fitted with grid=None"):
+            getattr(clf.set_params(grid="auto"), method)(X[:2])
+    clf.set_params(grid=None)
+    assert pickle.dumps(clf) == state
+    on_grid = clf.set_params(grid=H).certify(X[:2])
+    assert on_grid.smoothing.endswith(f"grid={H!r}")
+    assert (
+        clf.set_params(grid=None).certify(X[:2]).smoothing
+        == on_grid.smoothing[: -len(f" grid={H!r}")]
+    )
+    auto = SmoothedClassifier(
+        grid="auto", n=100, n0=20, max_epochs=1, random_state=0
+    ).fit(X[:100], y[:100])
+    assert auto.grid_ == H
+    auto.set_params(grid=None).set_params(grid="auto")
+    assert auto.certify(X[:2]).smoothing.endswith(f"grid={H!r}")
