@@ -46,6 +46,7 @@ run) so that tables are few and cached (:func:`rounded_table`).
 
 import functools
 import math
+from fractions import Fraction
 from numbers import Real
 
 import mpmath
@@ -79,6 +80,9 @@ GUIDE_SPARE = 3
 
 #: The most top bits a guide is indexed by (2^16 buckets: 128 KiB as int16).
 GUIDE_MAX_BITS = 16
+
+#: Fixed-point bits of the gaussian tables' Taylor sums (:func:`_gaussian_cdf_fixed`).
+TAYLOR_BITS = 128
 
 #: Each tail left out of a table has mass below ``2^-TAIL_BITS``.
 TAIL_BITS = 70
@@ -223,14 +227,22 @@ class RoundedTable:
                     low = mid + 1
             K = half_width
             # symmetric laws: F(-t) = 1 - F(t), so the upper half is the lower
-            # half mirrored: floor(2^64 (1 - F)) from the same mpf values (the
-            # cdf, the cost of a table, evaluated once per pair)
-            values = [cdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, 0)]
-            scale64 = mpmath.mpf(2) ** 64
-            lower = [int(mpmath.floor(v * scale64)) for v in values]
-            upper = [int(mpmath.floor((1 - v) * scale64)) for v in reversed(values)]
+            # half mirrored: floor(2^64 (1 - F)) from the same values of F
+            if family.name == "gaussian":  # fixed point, TAYLOR_BITS bits
+                ratio = Fraction(float(scale)) / Fraction(float(step))
+                values = _gaussian_cdf_fixed(ratio, K)
+                shift = TAYLOR_BITS - 64
+                lower = [max(v, 0) >> shift for v in values]
+                upper = [(2**TAYLOR_BITS - v) >> shift for v in reversed(values)]
+            else:
+                values = [cdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, 0)]
+                scale64 = mpmath.mpf(2) ** 64
+                lower = [int(mpmath.floor(v * scale64)) for v in values]
+                upper = [int(mpmath.floor((1 - v) * scale64)) for v in reversed(values)]
         thresholds = np.array([t - 2**63 for t in lower + upper], dtype=np.int64)
-        if np.any(np.diff(thresholds) < 0):  # pragma: no cover - a law's cdf
+        # compared, not differenced: a gap over 2^63 (an atom above 1/2, at
+        # rho below 0.67) overflows int64
+        if np.any(thresholds[1:] < thresholds[:-1]):  # pragma: no cover - a cdf
             raise RuntimeError("rounded-noise thresholds must not decrease")
         self.scale, self.step = float(scale), float(step)
         self.half_width = K
@@ -285,6 +297,69 @@ class RoundedTable:
         edges = [0] + [int(t) + 2**63 for t in self.thresholds] + [2**64]
         atoms = np.arange(-self.half_width, self.half_width + 1)
         return atoms, [b - a for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _gaussian_cdf_fixed(rho, K):
+    """``Phi((j + 1/2) / rho)`` for ``j = -K .. -1``, times ``2^TAYLOR_BITS``, as
+    python ints within ``2^(TAYLOR_BITS - 90)`` of the exact values (so a
+    table's ``floor(2^64 Phi)`` is within ``2^-64 + 2^-90 < 2^-63`` of ``2^64
+    Phi``, the per-threshold error :attr:`RoundedTable.tv` allows).
+
+    ``rho`` is a :class:`fractions.Fraction` (the exact ratio of two floats),
+    so every point ``t_j`` is an exact rational. The points are taken in
+    blocks of ``floor(rho)`` around an anchor ``a`` (``|t_j - a| <= 1/2``),
+    where mpmath gives ``Phi(a)`` and ``phi(a)`` (two evaluations instead of
+    one per point, the cost of a table) and the Taylor series ``Phi(a + u) =
+    Phi(a) + phi(a) sum_{n >= 1} (-1)^(n-1) He_(n-1)(a) u^n / n!`` gives the
+    rest: ``He_n(a) q^n`` exact in integers for ``a = p / q``, the sum in
+    fixed point (each product floored: at most one unit per operation, no
+    growth with ``|u| <= 1/2``), to the least order ``N`` whose remainder,
+    by Cramer's inequality ``|He_N(x)| <= 1.0865 sqrt(N!) e^(x^2 / 4)``, is
+    at most ``1.09 sqrt(N!) u^(N+1) / ((N+1)! sqrt(2 pi)) < 2^-100``.
+    """
+    bits = TAYLOR_BITS
+    one = 1 << bits
+    span = max(1, int(rho))
+    reach = Fraction(span // 2) / rho  # the largest |u| of a block
+    order, bound = 1, 1.0
+    while True:  # the remainder bound at the largest |u|, in float64 (0 < 2^-100)
+        bound = (
+            1.09
+            * math.sqrt(math.factorial(order))
+            * float(reach) ** (order + 1)
+            / (math.factorial(order + 1) * math.sqrt(2 * math.pi))
+        )
+        if bound < 2.0**-101:
+            break
+        order += 1
+    out = []
+    for start in range(-K, 0, span):
+        stop = min(start + span, 0)
+        centre = (start + stop - 1) // 2
+        anchor = Fraction(2 * centre + 1, 2) / rho
+        p, q = anchor.numerator, anchor.denominator
+        with mpmath.workprec(bits + 32):
+            a = mpmath.mpf(p) / q
+            base = int(mpmath.floor(mpmath.ncdf(a) * one))
+            density = int(mpmath.floor(mpmath.npdf(a) * one))
+        # D_n = (-1)^(n-1) He_(n-1)(a) / n! in fixed point, from G_k = q^k
+        # He_k(p / q): G_(k+1) = p G_k - k q^2 G_(k-1), exact
+        coefficients = []
+        previous, current, factorial, power = 0, 1, 1, 1
+        for n in range(1, order + 1):
+            factorial *= n
+            signed = current if n % 2 else -current
+            coefficients.append((signed << bits) // (power * factorial))
+            previous, current = current, p * current - (n - 1) * q * q * previous
+            power *= q
+        for j in range(start, stop):
+            u = Fraction(j - centre) / rho
+            step = (u.numerator << bits) // u.denominator
+            acc = coefficients[-1]
+            for c in reversed(coefficients[:-1]):
+                acc = ((acc * step) >> bits) + c
+            out.append(base + ((density * ((acc * step) >> bits)) >> bits))
+    return out
 
 
 class RowSampler:

@@ -57,6 +57,8 @@ def _exact_pmf(family, scale, step, atoms):
     [
         ("gaussian", 0.25, H),
         ("gaussian", 0.3, 1 / 255),
+        ("gaussian", 0.03, H),  # rho < 1: the atom 0 holds over 1/2
+        ("gaussian", 1.7, 1 / 255),  # K = 4128: many Taylor blocks
         ("laplace", 0.25, H),
         ("uniform", 0.5, H),
     ],
@@ -79,9 +81,37 @@ def test_table_law_is_within_its_bound_of_the_rounded_law(noise, scale, step):
         var_exact = mpmath.fsum(int(k) ** 2 * p for k, p in zip(atoms, exact))
         assert abs(mean) < 1e-15
         assert abs(var - var_exact) <= 1e-15 * var_exact
-        if noise == "gaussian":  # Sheppard: rho^2 + 1/12, to exp(-2 pi^2 rho^2)
-            rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        if noise == "gaussian" and rho > 2:  # Sheppard: to exp(-2 pi^2 rho^2)
             assert abs(var_exact - rho**2 - mpmath.mpf(1) / 12) < 1e-10
+
+
+@pytest.mark.parametrize(
+    "scale, step",
+    [(0.25, H), (0.03, H), (0.3, 1 / 255), (1.7, 1 / 255), (0.25, 1.0), (3.0, 1.0)],
+)
+def test_gaussian_thresholds_are_the_mpmath_floors(scale, step):
+    """The fixed-point Taylor tables against ``floor(2^64 Phi)`` in mpmath at
+    120 bits: each threshold within 2^-63 of ``2^64 Phi`` (what the total
+    variation bound allows), and equal to the floor here; the fast sampler
+    draws from them exactly (an atom over 1/2 included, ``rho < 1``)."""
+    from smoothlearn.grid import RowSampler
+
+    table = RoundedTable(GAUSSIAN, scale, step)
+    K = table.half_width
+    with mpmath.workprec(120):
+        rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        cdf = [mpmath.ncdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, K)]
+        scaled = [c * mpmath.mpf(2) ** 64 for c in cdf]
+        ours = [int(t) + 2**63 for t in table.thresholds]
+        assert max(abs(t - v) for t, v in zip(ours, scaled)) < 2
+        assert ours == [int(mpmath.floor(v)) for v in scaled]
+    rng = np.random.RandomState(2)
+    words = rng.randint(-(2**63), 2**63 - 1, size=(2000, 3), dtype=np.int64)
+    words[:10, 0] = table.thresholds[rng.randint(0, 2 * K, 10)]
+    sampler = RowSampler(GAUSSIAN, np.full(3, scale), step, "cpu")
+    k = sampler.sample(torch.from_numpy(words)).numpy()
+    np.testing.assert_array_equal(k, table.sample(torch.from_numpy(words)).numpy())
 
 
 def test_drawn_noise_passes_a_chi_square_test_and_a_wrong_law_fails():
