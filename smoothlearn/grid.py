@@ -14,7 +14,8 @@ grid ``h Z^d`` (8-bit images: ``h = 1/255``; scikit-learn's digits divided by
   *rounded* family: for the gaussian, ``P(k) = Phi((k + 1/2) h / s) -
   Phi((k - 1/2) h / s)``), by comparing a uniform 64-bit random integer with
   thresholds ``floor(2^64 F)`` of the law's distribution function ``F``
-  computed in mpmath (:class:`RoundedTable`);
+  computed in mpmath (the gaussian's in exact integers between mpmath
+  anchors, within ``2^-90``: :class:`RoundedTable`);
 * the noisy input ``j + k`` is formed in integers and the network sees the
   fixed function ``fl32(fl32(j + k) * fl32(h))`` of it (:meth:`Grid.inputs`).
 
@@ -189,7 +190,9 @@ class RoundedTable:
     ``rho = s / h`` is the noise's scale ``s`` in grid steps ``h`` (the exact
     ratio of the two floats). The table holds the
     thresholds ``T_j = floor(2^64 F(j + 1/2))`` for ``j = -K .. K - 1``, with
-    ``F(t) = P(rho z < t)`` computed in mpmath to 96 bits; a uniform 64-bit
+    ``F(t) = P(rho z < t)`` computed in mpmath to 96 bits (the gaussian's
+    within ``2^-90`` by Taylor sums in exact integers from mpmath anchors,
+    :func:`_gaussian_cdf_fixed`, many times faster); a uniform 64-bit
     integer ``U`` gives ``k = -K + #{j : T_j <= U}``, so ``P(k <= j) = T_j /
     2^64`` (each within ``2^-63`` of ``F``), and ``K`` is the least with both
     tails ``P(|rho z| > K + 1/2)`` below ``2^-70`` (the uniform family's

@@ -465,7 +465,7 @@ def test_command_line_grid(tmp_path):
 def test_the_fast_sampler_is_the_exact_search(noise, step):
     """The guide only speeds the search: every k equals the threshold count,
     the extreme words and words on thresholds included."""
-    from smoothlearn.grid import RowSampler
+    from smoothlearn.grid import RowSampler, TableSet
 
     family = get_noise(noise)
     rng = np.random.RandomState(1)
@@ -483,6 +483,11 @@ def test_the_fast_sampler_is_the_exact_search(noise, step):
         table = sampler.tables[sampler.which[c]]
         exact = table.sample(torch.from_numpy(words[:, c])).numpy()
         np.testing.assert_array_equal(k[:, c], exact)
+    # the torch ops a GPU runs, here on the CPU's tensors
+    tables = TableSet(family, np.unique(scales), step, "cpu")
+    tables.cpu, tables.guides = False, torch.as_tensor(tables.guides)
+    device_path = RowSampler(family, scales, step, "cpu", tables)
+    np.testing.assert_array_equal(device_path.sample(torch.from_numpy(words)), k)
 
 
 def test_adaptive_sampling_runs_on_the_grid(grid_digits, digits):
