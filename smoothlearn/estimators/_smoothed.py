@@ -740,8 +740,8 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             return Grid(self.grid, self.off_grid)
         # 'auto' names the step fit detected in the training inputs: set after
         # a fit that detected none (grid=None or a step), it is refused, not
-        # read as float noise (classifiers pickled before this was recorded
-        # were fitted with 'auto' when it is set)
+        # read as float noise (a classifier pickled before this was recorded
+        # is read as fitted with 'auto', the earlier behaviour)
         fitted = self.__dict__.get("_grid_at_fit", "auto")
         if fitted != "auto":
             raise ValueError(
