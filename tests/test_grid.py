@@ -95,13 +95,22 @@ def test_gaussian_thresholds_are_the_mpmath_floors(scale, step):
     120 bits: each threshold within 2^-63 of ``2^64 Phi`` (what the total
     variation bound allows), and equal to the floor here; the fast sampler
     draws from them exactly (an atom over 1/2 included, ``rho < 1``)."""
-    from smoothlearn.grid import RowSampler
+    from fractions import Fraction
+
+    from smoothlearn.grid import TAYLOR_BITS, RowSampler, _gaussian_cdf_fixed
 
     table = RoundedTable(GAUSSIAN, scale, step)
     K = table.half_width
+    fixed = _gaussian_cdf_fixed(Fraction(scale) / Fraction(step), K)
     with mpmath.workprec(120):
         rho = mpmath.mpf(scale) / mpmath.mpf(step)
         cdf = [mpmath.ncdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, K)]
+        # the fixed-point values within their stated 2^-90
+        error = max(
+            abs(mpmath.mpf(v) / mpmath.mpf(2) ** TAYLOR_BITS - c)
+            for v, c in zip(fixed, cdf[:K])
+        )
+        assert error < mpmath.mpf(2) ** -90
         scaled = [c * mpmath.mpf(2) ** 64 for c in cdf]
         ours = [int(t) + 2**63 for t in table.thresholds]
         assert max(abs(t - v) for t, v in zip(ours, scaled)) < 2
