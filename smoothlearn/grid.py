@@ -14,7 +14,8 @@ grid ``h Z^d`` (8-bit images: ``h = 1/255``; scikit-learn's digits divided by
   *rounded* family: for the gaussian, ``P(k) = Phi((k + 1/2) h / s) -
   Phi((k - 1/2) h / s)``), by comparing a uniform 64-bit random integer with
   thresholds ``floor(2^64 F)`` of the law's distribution function ``F``
-  computed in mpmath (:class:`RoundedTable`);
+  computed in mpmath (the gaussian's in exact integers between mpmath
+  anchors, within ``2^-90``: :class:`RoundedTable`);
 * the noisy input ``j + k`` is formed in integers and the network sees the
   fixed function ``fl32(fl32(j + k) * fl32(h))`` of it (:meth:`Grid.inputs`).
 
@@ -46,6 +47,7 @@ run) so that tables are few and cached (:func:`rounded_table`).
 
 import functools
 import math
+from fractions import Fraction
 from numbers import Real
 
 import mpmath
@@ -76,6 +78,12 @@ SCALE_LEVELS = 256
 #: 2^GUIDE_SPARE buckets per threshold (:meth:`RoundedTable.guide`): few
 #: buckets hold a threshold, and the guide stays a few times the table.
 GUIDE_SPARE = 3
+
+#: The most top bits a guide is indexed by (2^16 buckets: 128 KiB as int16).
+GUIDE_MAX_BITS = 16
+
+#: Fixed-point bits of the gaussian tables' Taylor sums (:func:`_gaussian_cdf_fixed`).
+TAYLOR_BITS = 128
 
 #: Each tail left out of a table has mass below ``2^-TAIL_BITS``.
 TAIL_BITS = 70
@@ -182,7 +190,9 @@ class RoundedTable:
     ``rho = s / h`` is the noise's scale ``s`` in grid steps ``h`` (the exact
     ratio of the two floats). The table holds the
     thresholds ``T_j = floor(2^64 F(j + 1/2))`` for ``j = -K .. K - 1``, with
-    ``F(t) = P(rho z < t)`` computed in mpmath to 96 bits; a uniform 64-bit
+    ``F(t) = P(rho z < t)`` computed in mpmath to 96 bits (the gaussian's
+    within ``2^-90`` by Taylor sums in exact integers from mpmath anchors,
+    :func:`_gaussian_cdf_fixed`, many times faster); a uniform 64-bit
     integer ``U`` gives ``k = -K + #{j : T_j <= U}``, so ``P(k <= j) = T_j /
     2^64`` (each within ``2^-63`` of ``F``), and ``K`` is the least with both
     tails ``P(|rho z| > K + 1/2)`` below ``2^-70`` (the uniform family's
@@ -220,23 +230,22 @@ class RoundedTable:
                     low = mid + 1
             K = half_width
             # symmetric laws: F(-t) = 1 - F(t), so the upper half is the lower
-            # half mirrored; floor(2^64 (1 - F)) computed from the mpf value
-            lower = [
-                int(
-                    mpmath.floor(cdf((j + mpmath.mpf(0.5)) / rho) * mpmath.mpf(2) ** 64)
-                )
-                for j in range(-K, 0)
-            ]
-            upper = [
-                int(
-                    mpmath.floor(
-                        (1 - cdf((-j - mpmath.mpf(0.5)) / rho)) * mpmath.mpf(2) ** 64
-                    )
-                )
-                for j in range(0, K)
-            ]
+            # half mirrored: floor(2^64 (1 - F)) from the same values of F
+            if family.name == "gaussian":  # fixed point, TAYLOR_BITS bits
+                ratio = Fraction(float(scale)) / Fraction(float(step))
+                values = _gaussian_cdf_fixed(ratio, K)
+                shift = TAYLOR_BITS - 64
+                lower = [max(v, 0) >> shift for v in values]
+                upper = [(2**TAYLOR_BITS - v) >> shift for v in reversed(values)]
+            else:
+                values = [cdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, 0)]
+                scale64 = mpmath.mpf(2) ** 64
+                lower = [int(mpmath.floor(v * scale64)) for v in values]
+                upper = [int(mpmath.floor((1 - v) * scale64)) for v in reversed(values)]
         thresholds = np.array([t - 2**63 for t in lower + upper], dtype=np.int64)
-        if np.any(np.diff(thresholds) < 0):  # pragma: no cover - a law's cdf
+        # compared, not differenced: a gap over 2^63 (an atom above 1/2, at
+        # rho below 0.67) overflows int64
+        if np.any(thresholds[1:] < thresholds[:-1]):  # pragma: no cover - a cdf
             raise RuntimeError("rounded-noise thresholds must not decrease")
         self.scale, self.step = float(scale), float(step)
         self.half_width = K
@@ -250,27 +259,40 @@ class RoundedTable:
 
     @property
     def guide_bits(self):
-        """How many of a word's top bits index :meth:`guide`: about
-        ``2^GUIDE_SPARE`` buckets per threshold, 8 to 20."""
+        """How many of a word's top bits a guide for this table wants: about
+        ``2^GUIDE_SPARE`` buckets per threshold, 8 to :data:`GUIDE_MAX_BITS`."""
         need = int(np.ceil(np.log2(len(self.thresholds) + 1))) + GUIDE_SPARE
-        return min(max(need, 8), 20)
+        return min(max(need, 8), GUIDE_MAX_BITS)
 
-    def guide(self):
-        """Per bucket ``b`` of the words' top :attr:`guide_bits` bits: ``2 c +
-        flag``, ``c`` the count of thresholds at or below the bucket's first
-        word, ``flag`` whether a threshold may lie inside it (then ``c`` is
-        where counting starts). Cached; int32 of shape (2^guide_bits,).
+    def guide(self, bits):
+        """Per bucket ``b`` of the words' top ``bits`` bits (read signed):
+        ``2 k + flag``, ``k = c - K`` with ``c`` the count of thresholds at or
+        below the bucket's first word, ``flag`` whether a threshold lies
+        inside the bucket (then ``c`` is where counting starts; otherwise
+        ``k`` is the draw of every word in the bucket). Cached per ``bits``;
+        int16 where the values fit, else int32; shape (2^bits,).
         """
-        if getattr(self, "_guide", None) is None:
-            buckets = 2**self.guide_bits
+        cache = self.__dict__.setdefault("_guides", {})
+        if bits not in cache:
+            buckets = 2**bits
             first = np.arange(buckets, dtype=np.int64) - buckets // 2
-            first <<= 64 - self.guide_bits
+            first <<= 64 - bits
             low = np.searchsorted(self.thresholds, first, side="right")
             # thresholds below the next bucket's first word (the last bucket
             # ends at the top of the range, past which no threshold lies)
             high = np.append(low[1:], len(self.thresholds))
-            self._guide = (2 * low + (high > low)).astype(np.int32)
-        return self._guide
+            encoded = 2 * (low - self.half_width) + (high > low)
+            cache[bits] = (
+                encoded.astype(_guide_dtype(self.half_width)),
+                high > low + 1,
+            )
+        return cache[bits][0]
+
+    def crowded(self, bits):
+        """Per bucket of :meth:`guide`: whether more than one threshold lies
+        inside it (elsewhere a flagged bucket's word needs one compare)."""
+        self.guide(bits)
+        return self._guides[bits][1]
 
     def pmf(self):
         """The sampled law: ``(atoms, probabilities)`` as exact fractions of
@@ -280,15 +302,82 @@ class RoundedTable:
         return atoms, [b - a for a, b in zip(edges[:-1], edges[1:])]
 
 
+def _gaussian_cdf_fixed(rho, K):
+    """``Phi((j + 1/2) / rho)`` for ``j = -K .. -1``, times ``2^TAYLOR_BITS``, as
+    python ints within ``2^(TAYLOR_BITS - 90)`` of the exact values (so a
+    table's ``floor(2^64 Phi)`` is within ``2^-64 + 2^-90 < 2^-63`` of ``2^64
+    Phi``, the per-threshold error :attr:`RoundedTable.tv` allows).
+
+    ``rho`` is a :class:`fractions.Fraction` (the exact ratio of two floats),
+    so every point ``t_j`` is an exact rational. The points are taken in
+    blocks of ``floor(rho)`` around an anchor ``a`` (``|t_j - a| <= 1/2``),
+    where mpmath gives ``Phi(a)`` and ``phi(a)`` (two evaluations instead of
+    one per point, the cost of a table) and the Taylor series ``Phi(a + u) =
+    Phi(a) + phi(a) sum_{n >= 1} (-1)^(n-1) He_(n-1)(a) u^n / n!`` gives the
+    rest: ``He_n(a) q^n`` exact in integers for ``a = p / q``, the sum in
+    fixed point (each product floored: at most one unit per operation, no
+    growth with ``|u| <= 1/2``), to the least order ``N`` whose remainder,
+    by Cramer's inequality ``|He_N(x)| <= 1.0865 sqrt(N!) e^(x^2 / 4)``, is
+    at most ``1.09 sqrt(N!) u^(N+1) / ((N+1)! sqrt(2 pi)) < 2^-100``.
+    """
+    bits = TAYLOR_BITS
+    one = 1 << bits
+    span = max(1, int(rho))
+    reach = Fraction(span // 2) / rho  # the largest |u| of a block
+    order, bound = 1, 1.0
+    while True:  # the remainder bound at the largest |u|, in float64 (0 < 2^-100)
+        bound = (
+            1.09
+            * math.sqrt(math.factorial(order))
+            * float(reach) ** (order + 1)
+            / (math.factorial(order + 1) * math.sqrt(2 * math.pi))
+        )
+        if bound < 2.0**-101:
+            break
+        order += 1
+    out = []
+    for start in range(-K, 0, span):
+        stop = min(start + span, 0)
+        centre = (start + stop - 1) // 2
+        anchor = Fraction(2 * centre + 1, 2) / rho
+        p, q = anchor.numerator, anchor.denominator
+        with mpmath.workprec(bits + 32):
+            a = mpmath.mpf(p) / q
+            base = int(mpmath.floor(mpmath.ncdf(a) * one))
+            density = int(mpmath.floor(mpmath.npdf(a) * one))
+        # D_n = (-1)^(n-1) He_(n-1)(a) / n! in fixed point, from G_k = q^k
+        # He_k(p / q): G_(k+1) = p G_k - k q^2 G_(k-1), exact
+        coefficients = []
+        previous, current, factorial, power = 0, 1, 1, 1
+        for n in range(1, order + 1):
+            factorial *= n
+            signed = current if n % 2 else -current
+            coefficients.append((signed << bits) // (power * factorial))
+            previous, current = current, p * current - (n - 1) * q * q * previous
+            power *= q
+        for j in range(start, stop):
+            u = Fraction(j - centre) / rho
+            step = (u.numerator << bits) // u.denominator
+            acc = coefficients[-1]
+            for c in reversed(coefficients[:-1]):
+                acc = ((acc * step) >> bits) + c
+            out.append(base + ((density * ((acc * step) >> bits)) >> bits))
+    return out
+
+
 class RowSampler:
     """One input's noise on the grid: ``k`` per coordinate from its table.
 
     Exactly ``k_c = -K_c + #{T_j <= U}`` of the coordinate's table
-    (:meth:`RoundedTable.sample`), found fast: a guide of buckets per table
-    (:meth:`RoundedTable.guide`, by the word's top bits) gives
-    the count outright where no threshold falls inside the bucket, and a
-    starting count where some do, which exact int64 compares then advance;
-    the guide decides only the speed, never the value.
+    (:meth:`RoundedTable.sample`), found fast: every table of the
+    :class:`TableSet` has a guide of buckets by the word's top bits
+    (:meth:`RoundedTable.guide`), which gives ``k`` outright where no
+    threshold falls inside the bucket, and a starting count where some do,
+    which exact int64 compares then advance (:meth:`_exact`); the guide
+    decides only the speed, never the value. The words' top bits are the
+    same for every row of a window and are found once
+    (:meth:`TableSet.top_bits`); what a row adds is one gather per
+    coordinate.
 
     Parameters
     ----------
@@ -309,18 +398,16 @@ class RowSampler:
         which = np.searchsorted(tables.values, scales)
         if np.any(tables.values[np.minimum(which, len(tables.values) - 1)] != scales):
             raise ValueError("a scale without its table")
+        self.table_set = tables
         self.tables = tables.tables
         self.which = which
         self.cpu = tables.cpu
-        arrays = {
-            "base": tables.offsets[which],
-            "guide_base": tables.guide_offsets[which],
-            "shift": 64 - tables.bits[which],
-            "half": tables.half[which],
-        }
+        self.guide_start = tables.guide_offsets[which]
+        self.base = tables.offsets[which]
+        self.half = tables.half[which]
+        self.first = self.base + self.half
         if not self.cpu:
-            arrays = {k: torch.as_tensor(v, device=device) for k, v in arrays.items()}
-        self.arrays = {**arrays, "flat": tables.flat, "guides": tables.guides}
+            self.guide_start = torch.as_tensor(self.guide_start, device=device)
 
     @property
     def reach(self):
@@ -329,59 +416,94 @@ class RowSampler:
 
     def sample(self, words):
         """``k`` of shape (w, d) for the window's words (a torch int64 tensor
-        (w, d) on the device), as float32 (exact integers)."""
-        a = self.arrays
+        (w, d) on the device): a torch tensor of small integers (int16 where
+        the tables' reach allows, else int32), exact."""
+        top = self.table_set.top_bits(words)
         if self.cpu:
-            words, take, flat_nonzero = words.numpy(), np.take, np.flatnonzero
-        else:
-            take = torch.take
-
-            def flat_nonzero(x):
-                return torch.nonzero(x.reshape(-1)).reshape(-1)
-
-        guide = take(a["guides"], (words >> a["shift"]) + a["guide_base"])
-        count = guide >> 1
-        unsure = flat_nonzero(guide & 1)
+            # coordinate-major: each coordinate's draws read one guide, which
+            # stays in cache (row-major reads hundreds of guides per row)
+            # into kept buffers: fresh ones for each row cost page faults
+            index = np.add(top, self.guide_start[:, None], out=self._scratch("index"))
+            guide = np.take(
+                self.table_set.guides, index, mode="clip", out=self._scratch("guide")
+            )
+            # the flags as bytes read as bools: numpy finds those several
+            # times faster than nonzero int16s (the flag's byte is either of
+            # a value's bytes, by endianness; the others are zero)
+            flags = np.bitwise_and(guide, 1, out=self._scratch("flags"))
+            unsure = np.flatnonzero(flags.view(np.bool_)) // guide.itemsize
+            k = np.right_shift(guide, 1, out=guide)
+            if len(unsure):
+                flat = k.reshape(-1)
+                cols = unsure // k.shape[1]
+                flat[unsure] = self._exact(
+                    self.table_set.words_t.reshape(-1)[unsure],
+                    flat[unsure],
+                    cols,
+                    self.table_set.crowded.take(index.reshape(-1)[unsure]),
+                )
+            return torch.from_numpy(k).T.contiguous()
+        guide = torch.take(self.table_set.guides, top + self.guide_start)
+        unsure = torch.nonzero((guide & 1).reshape(-1)).reshape(-1)
+        k = guide >> 1
         if len(unsure):
-            flat_count = count.reshape(-1)
-            flat_count[unsure] = self._advance(
-                words.reshape(-1)[unsure],
-                flat_count[unsure],
-                unsure % words.shape[1],
-                take,
-                flat_nonzero,
+            flat = k.reshape(-1)
+            cols = (unsure % k.shape[1]).cpu().numpy()
+            exact = self._exact(
+                words.reshape(-1)[unsure].cpu().numpy(),
+                flat[unsure].cpu().numpy(),
+                cols,
             )
-        k = count - a["half"]
-        return (
-            torch.from_numpy(k).to(torch.float32) if self.cpu else k.to(torch.float32)
-        )
+            flat[unsure] = torch.as_tensor(exact, device=k.device)
+        return k
 
-    def _advance(self, words, count, cols, take, flat_nonzero):
-        """Counts in buckets that hold thresholds: step past every threshold
-        at or below the word (a few steps; a word deep in a tail, where
-        thresholds crowd, is searched)."""
-        base = self.arrays["base"][cols]
-        for _ in range(4):
-            step = take(self.arrays["flat"], base + count) <= words
-            if not bool(step.any()):
-                return count
-            count += step
-        left = flat_nonzero(take(self.arrays["flat"], base + count) <= words)
-        for i in left.tolist():
-            table = self.tables[self.which[int(cols[i])]]
-            count[i] = int(
-                np.searchsorted(table.thresholds, int(words[i]), side="right")
-            )
-        return count
+    def _scratch(self, name):
+        """A buffer of the window's shape (d, w), kept by the table set."""
+        top = self.table_set._top[1]
+        dtype = top.dtype if name == "index" else self.table_set.guides.dtype
+        return self.table_set.scratch(name, top.shape, dtype)
+
+    def _exact(self, words, k, cols, crowded=None):
+        """``k`` of words in flagged buckets, which hold thresholds (numpy,
+        few): from the bucket's first count, step past its first threshold if
+        the word is at or above it (the bucket's only one, unless
+        ``crowded``: None means all may be), then bisect the crowded ones (a
+        word deep in a tail) up to the table's end."""
+        flat = self.table_set.flat
+        first = self.first[cols]  # where each table's k = 0 count lies in flat
+        # a flagged bucket holds a threshold above its first word: ``at`` is
+        # one, never the table's end
+        at = first + k
+        at += flat[at] <= words
+        crowded = np.arange(len(at)) if crowded is None else np.flatnonzero(crowded)
+        if len(crowded):
+            end = self.base[cols[crowded]] + 2 * self.half[cols[crowded]]
+            at[crowded] = self._bisect(flat, at[crowded], end, words[crowded])
+        return (at - first).astype(k.dtype)
+
+    @staticmethod
+    def _bisect(flat, low, high, words):
+        """The least ``i`` in ``[low, high]`` with ``flat[i] > word`` (``high``
+        where none: a table's end), for each word; ``flat`` ascending there."""
+        low, high = low.copy(), high.copy()
+        while np.any(low < high):
+            active = low < high
+            mid = (low + high) // 2  # below high where active; in range else
+            below = flat[mid] <= words
+            low = np.where(active & below, mid + 1, low)
+            high = np.where(active & ~below, mid, high)
+        return low
 
 
 class TableSet:
     """The rounded-noise tables of a set of scale values, laid end to end.
 
-    What :class:`RowSampler` gathers from: every table's thresholds, each
-    followed by ``+inf``, and every table's guide, in one array each, so the
-    rows of a block share them (a row of ANCER's per-coordinate scales would
-    otherwise copy hundreds of tables).
+    What :class:`RowSampler` gathers from: every table's thresholds in one
+    array, and every table's guide, all by the same top bits of a word, in
+    another (int16 where the tables' reach allows), so the rows of a block
+    share them (a row of ANCER's per-coordinate scales would otherwise copy
+    hundreds of tables) and a window's words are shifted once for all rows
+    (:meth:`top_bits`).
 
     Parameters
     ----------
@@ -397,21 +519,54 @@ class TableSet:
         self.tables = [rounded_table(family, v, step) for v in self.values]
         sizes = np.array([len(t.thresholds) + 1 for t in self.tables])
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        flat = np.full(sizes.sum(), np.iinfo(np.int64).max)
+        # each table followed by a +inf (never read past: counts stop at 2 K)
+        self.flat = np.full(sizes.sum(), np.iinfo(np.int64).max)
         for offset, t in zip(self.offsets, self.tables):
-            flat[offset : offset + len(t.thresholds)] = t.thresholds
-        guides = [t.guide() for t in self.tables]
-        self.bits = np.array([t.guide_bits for t in self.tables], dtype=np.int64)
+            self.flat[offset : offset + len(t.thresholds)] = t.thresholds
+        # one guide size for all: the words' top bits serve every table
+        self.bits = max(t.guide_bits for t in self.tables)
+        self.half = np.array([t.half_width for t in self.tables], dtype=np.int64)
+        dtype = _guide_dtype(int(self.half.max()))
+        guides = np.concatenate([t.guide(self.bits).astype(dtype) for t in self.tables])
         # where each guide's middle bucket (a word's top bits read signed) lies
-        starts = np.concatenate([[0], np.cumsum([len(g) for g in guides])[:-1]])
-        self.guide_offsets = starts + 2**self.bits // 2
-        guides = np.concatenate(guides)
-        self.half = np.array([t.half_width for t in self.tables], dtype=np.int32)
+        self.guide_offsets = np.arange(len(self.tables), dtype=np.int64) * 2**self.bits
+        self.guide_offsets += 2 ** (self.bits - 1)
         # on the CPU numpy's gathers (torch's take checks bounds element by
         # element: 20 times slower there); elsewhere the device's tensors
         self.cpu = torch.device(device).type == "cpu"
-        self.flat = flat if self.cpu else torch.as_tensor(flat, device=device)
         self.guides = guides if self.cpu else torch.as_tensor(guides, device=device)
+        self.crowded = np.concatenate([t.crowded(self.bits) for t in self.tables])
+        self._top = (None, None)
+        self._scratch = {}
+
+    def scratch(self, name, shape, dtype):
+        """A kept numpy buffer (its contents are whatever the last row left)."""
+        buffer = self._scratch.get(name)
+        if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
+            buffer = self._scratch[name] = np.empty(shape, dtype)
+        return buffer
+
+    def top_bits(self, words):
+        """The signed top :attr:`bits` bits of each word, the guides' bucket
+        (on the CPU transposed, (d, w), as :meth:`RowSampler.sample` reads
+        them, with the words so, :attr:`words_t`); kept for the window: every
+        row of a block asks for the same words."""
+        if self._top[0] is not words:
+            if self.cpu:  # into kept buffers (fresh ones cost page faults)
+                shape = tuple(words.shape[::-1])
+                self.words_t = self.scratch("words_t", shape, np.int64)
+                np.copyto(self.words_t, words.numpy().T)
+                top = self.scratch("top", shape, np.int64)
+                np.right_shift(self.words_t, 64 - self.bits, out=top)
+            else:
+                top = words >> (64 - self.bits)
+            self._top = (words, top)
+        return self._top[1]
+
+
+def _guide_dtype(half_width):
+    """int16 where a guide's values ``2 k + flag``, ``|k| <= K``, fit, else int32."""
+    return np.int16 if 2 * half_width + 1 < 2**15 else np.int32
 
 
 class RawWords:

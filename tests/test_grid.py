@@ -57,6 +57,8 @@ def _exact_pmf(family, scale, step, atoms):
     [
         ("gaussian", 0.25, H),
         ("gaussian", 0.3, 1 / 255),
+        ("gaussian", 0.03, H),  # rho < 1: the atom 0 holds over 1/2
+        ("gaussian", 1.7, 1 / 255),  # K = 4128: many Taylor blocks
         ("laplace", 0.25, H),
         ("uniform", 0.5, H),
     ],
@@ -79,9 +81,46 @@ def test_table_law_is_within_its_bound_of_the_rounded_law(noise, scale, step):
         var_exact = mpmath.fsum(int(k) ** 2 * p for k, p in zip(atoms, exact))
         assert abs(mean) < 1e-15
         assert abs(var - var_exact) <= 1e-15 * var_exact
-        if noise == "gaussian":  # Sheppard: rho^2 + 1/12, to exp(-2 pi^2 rho^2)
-            rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        if noise == "gaussian" and rho > 2:  # Sheppard: to exp(-2 pi^2 rho^2)
             assert abs(var_exact - rho**2 - mpmath.mpf(1) / 12) < 1e-10
+
+
+@pytest.mark.parametrize(
+    "scale, step",
+    [(0.25, H), (0.03, H), (0.3, 1 / 255), (1.7, 1 / 255), (0.25, 1.0), (3.0, 1.0)],
+)
+def test_gaussian_thresholds_are_the_mpmath_floors(scale, step):
+    """The fixed-point Taylor tables against ``floor(2^64 Phi)`` in mpmath at
+    120 bits: each threshold within 2^-63 of ``2^64 Phi`` (what the total
+    variation bound allows), and equal to the floor here; the fast sampler
+    draws from them exactly (an atom over 1/2 included, ``rho < 1``)."""
+    from fractions import Fraction
+
+    from smoothlearn.grid import TAYLOR_BITS, RowSampler, _gaussian_cdf_fixed
+
+    table = RoundedTable(GAUSSIAN, scale, step)
+    K = table.half_width
+    fixed = _gaussian_cdf_fixed(Fraction(scale) / Fraction(step), K)
+    with mpmath.workprec(120):
+        rho = mpmath.mpf(scale) / mpmath.mpf(step)
+        cdf = [mpmath.ncdf((j + mpmath.mpf(0.5)) / rho) for j in range(-K, K)]
+        # the fixed-point values within their stated 2^-90
+        error = max(
+            abs(mpmath.mpf(v) / mpmath.mpf(2) ** TAYLOR_BITS - c)
+            for v, c in zip(fixed, cdf[:K])
+        )
+        assert error < mpmath.mpf(2) ** -90
+        scaled = [c * mpmath.mpf(2) ** 64 for c in cdf]
+        ours = [int(t) + 2**63 for t in table.thresholds]
+        assert max(abs(t - v) for t, v in zip(ours, scaled)) < 2
+        assert ours == [int(mpmath.floor(v)) for v in scaled]
+    rng = np.random.RandomState(2)
+    words = rng.randint(-(2**63), 2**63 - 1, size=(2000, 3), dtype=np.int64)
+    words[:10, 0] = table.thresholds[rng.randint(0, 2 * K, 10)]
+    sampler = RowSampler(GAUSSIAN, np.full(3, scale), step, "cpu")
+    k = sampler.sample(torch.from_numpy(words)).numpy()
+    np.testing.assert_array_equal(k, table.sample(torch.from_numpy(words)).numpy())
 
 
 def test_drawn_noise_passes_a_chi_square_test_and_a_wrong_law_fails():
@@ -435,7 +474,7 @@ def test_command_line_grid(tmp_path):
 def test_the_fast_sampler_is_the_exact_search(noise, step):
     """The guide only speeds the search: every k equals the threshold count,
     the extreme words and words on thresholds included."""
-    from smoothlearn.grid import RowSampler
+    from smoothlearn.grid import RowSampler, TableSet
 
     family = get_noise(noise)
     rng = np.random.RandomState(1)
@@ -453,6 +492,11 @@ def test_the_fast_sampler_is_the_exact_search(noise, step):
         table = sampler.tables[sampler.which[c]]
         exact = table.sample(torch.from_numpy(words[:, c])).numpy()
         np.testing.assert_array_equal(k[:, c], exact)
+    # the torch ops a GPU runs, here on the CPU's tensors
+    tables = TableSet(family, np.unique(scales), step, "cpu")
+    tables.cpu, tables.guides = False, torch.as_tensor(tables.guides)
+    device_path = RowSampler(family, scales, step, "cpu", tables)
+    np.testing.assert_array_equal(device_path.sample(torch.from_numpy(words)), k)
 
 
 def test_adaptive_sampling_runs_on_the_grid(grid_digits, digits):
@@ -514,3 +558,31 @@ def test_ucan_pattern_runs_on_the_grid(digits):
     levels = np.log2(np.asarray(cert.scale)) * 256
     assert np.allclose(levels, np.rint(levels), atol=1e-6)
     assert cert.smoothing.endswith("grid=0.0625")
+
+
+def test_grid_set_after_fit_takes_effect_or_is_refused(digits):
+    """A step (or None) set after fit runs at the next call; 'auto', resolved
+    only in fit, is refused after a fit with another value, before any work
+    and with the state unchanged (never read as float noise)."""
+    X, y = digits
+    clf = SmoothedClassifier(
+        n=100, n0=20, max_epochs=1, random_state=0, module__hidden_units=(8,)
+    ).fit(X[:100], y[:100])
+    state = pickle.dumps(clf)
+    for method in ("certify", "predict"):
+        with pytest.raises(ValueError, match="fitted with grid=None"):
+            getattr(clf.set_params(grid="auto"), method)(X[:2])
+    clf.set_params(grid=None)
+    assert pickle.dumps(clf) == state
+    on_grid = clf.set_params(grid=H).certify(X[:2])
+    assert on_grid.smoothing.endswith(f"grid={H!r}")
+    assert (
+        clf.set_params(grid=None).certify(X[:2]).smoothing
+        == on_grid.smoothing[: -len(f" grid={H!r}")]
+    )
+    auto = SmoothedClassifier(
+        grid="auto", n=100, n0=20, max_epochs=1, random_state=0
+    ).fit(X[:100], y[:100])
+    assert auto.grid_ == H
+    auto.set_params(grid=None).set_params(grid="auto")
+    assert auto.certify(X[:2]).smoothing.endswith(f"grid={H!r}")

@@ -277,7 +277,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         Shape of one input seen in ``fit`` (``X.shape[1:]``).
     grid_ : float or None
         The grid step used: ``grid`` as given, or the one ``'auto'`` detected
-        in ``fit`` (None: float noise).
+        in ``fit`` (None: float noise). A step or None set after ``fit``
+        takes effect at the next call; ``'auto'`` set after a ``fit`` with
+        another value is refused (ValueError): it is resolved in ``fit``.
     net_ : skorch.NeuralNetClassifier
         The trained skorch network (its torch module is ``net_.module_``).
     noise_ : NoiseFamily
@@ -620,6 +622,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.input_shape_ = input_shape
         self.grid_ = grid_step
+        self._grid_at_fit = self.grid  # 'auto' is resolved here, and only here
         self.noise_ = family
         self.noise_generator_ = getattr(net, "noise_generator_", None)
         strategy.attach(net)
@@ -755,7 +758,20 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         """The :class:`~smoothlearn.grid.Grid` certification runs on, or None."""
         if self.grid is None:
             return None
-        step = self.__dict__.get("grid_") if self.grid == "auto" else self.grid
+        if self.grid != "auto":
+            return Grid(self.grid, self.off_grid)
+        # 'auto' names the step fit detected in the training inputs: set after
+        # a fit that detected none (grid=None or a step), it is refused, not
+        # read as float noise (a classifier pickled before this was recorded
+        # is read as fitted with 'auto', the earlier behaviour)
+        fitted = self.__dict__.get("_grid_at_fit", "auto")
+        if fitted != "auto":
+            raise ValueError(
+                "grid='auto' is resolved from the training inputs in fit, and this "
+                f"classifier was fitted with grid={fitted!r}: fit it again with "
+                "grid='auto', or set the step itself (grid=1/255, say)."
+            )
+        step = self.__dict__.get("grid_")
         return None if step is None else Grid(step, self.off_grid)
 
     def _inputs(self, X):
