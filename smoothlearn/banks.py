@@ -165,7 +165,12 @@ class NoiseBank:
     def rows(self, start, stop):
         """Rows ``[start, stop)`` as a float32 tensor on the bank's device."""
         first, last = start // CHUNK_ROWS, (stop - 1) // CHUNK_ROWS
-        parts = [self.chunk(j) for j in range(first, last + 1)]
-        z = parts[0] if len(parts) == 1 else torch.cat(parts)
-        offset = first * CHUNK_ROWS
-        return z[start - offset : stop - offset]
+        # each chunk's part is cut before joining: a window straddling two
+        # chunks copies its own rows, not both chunks whole
+        parts = [
+            self.chunk(j)[
+                max(start - j * CHUNK_ROWS, 0) : min(stop - j * CHUNK_ROWS, CHUNK_ROWS)
+            ]
+            for j in range(first, last + 1)
+        ]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -120,6 +120,39 @@ def test_counts_match_a_plain_loop_over_the_bank(batch_size):
         np.testing.assert_array_equal(counts[i], np.bincount(pred.numpy(), minlength=3))
 
 
+def test_windows_are_the_bank_rows_they_cut_across_chunks():
+    """A window cut from one, two or three chunks holds the same rows as one
+    long read of the bank (its parts are cut from each chunk before joining)."""
+    bank = NoiseBank(3, ESTIMATION, get_noise("gaussian"), 5)
+    whole = bank.rows(0, 3 * CHUNK_ROWS).clone()
+    for start, stop in [
+        (0, 1),
+        (7, CHUNK_ROWS),
+        (CHUNK_ROWS - 1, CHUNK_ROWS + 1),
+        (1000, 2000),
+        (CHUNK_ROWS, 2 * CHUNK_ROWS),
+        (5, 3 * CHUNK_ROWS - 5),
+    ]:
+        window = NoiseBank(3, ESTIMATION, get_noise("gaussian"), 5).rows(start, stop)
+        assert window.shape == (stop - start, 5)
+        torch.testing.assert_close(window, whole[start:stop], rtol=0, atol=0)
+
+
+def test_top_class_is_argmax_on_ties_and_nans():
+    """The vote a forward pass casts is argmax's: the first of tied scores,
+    a NaN counted as the largest (the CPU takes max(dim=1)'s indices)."""
+    from smoothlearn.counting import _top_class
+
+    rng = torch.Generator().manual_seed(0)
+    for n_classes in (1, 2, 3, 10, 17, 1000):
+        scores = torch.randint(0, 3, (2000, n_classes), generator=rng).float()
+        scores[torch.rand(scores.shape, generator=rng) < 0.02] = float("nan")
+        scores[:100] = 1.0  # every class tied
+        strided = scores.t().contiguous().t()
+        for s in (scores, strided):
+            torch.testing.assert_close(_top_class(s), s.argmax(dim=1), rtol=0, atol=0)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_counting_loop_never_waits_for_the_device():
     """On a GPU the loop's forward passes, votes and bank chunks are queued
