@@ -171,6 +171,10 @@ class SmoothingTask:
             progress=blocks.report_draws,
             grid=self.grid,
             pack=self.pack_batches,
+            # on the grid the estimation draws keep their places in their
+            # passes whatever else runs (design notes, "The network as one
+            # function"); the selection draws only pick a class
+            pinned=self.grid is not None and bank.bank == banks.ESTIMATION,
         )
 
     def counts(self, X, key, which):

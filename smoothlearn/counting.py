@@ -99,6 +99,7 @@ def count_classes(
     progress=None,
     grid=None,
     pack=True,
+    pinned=False,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
@@ -139,6 +140,15 @@ def count_classes(
     pack : bool, default=True
         Fill every forward pass but the last (above); False runs whole
         inputs per pass, the kernel before packing.
+    pinned : bool, default=False
+        Pin each draw to one place in one shape of forward pass
+        (:func:`_count_pinned`): every pass is ``batch_size`` rows of one
+        input's draws, bank row ``r`` at row ``r mod batch_size`` (windows
+        aligned to multiples of ``batch_size``; rows of a window the input
+        does not need are run and not counted). A row's float result may
+        depend on its place in its pass; pinned, that place depends on ``r``
+        alone, never on the other inputs, on when the count runs or on how
+        far earlier counts went. Overrides ``pack``.
 
     Returns
     -------
@@ -185,9 +195,47 @@ def count_classes(
         response = _float_response(network, X, scale)
     network.module.eval()
     with torch.inference_mode():
-        batch = _Batch(response, counts, batch_size, progress)
-        _count_windows(response, bank, first, first + n_draws, batch, pack)
+        if pinned:
+            stop = first + n_draws
+            _count_pinned(response, bank, first, stop, batch_size, counts, progress)
+        else:
+            batch = _Batch(response, counts, batch_size, progress)
+            _count_windows(response, bank, first, first + n_draws, batch, pack)
     return counts.cpu().numpy()
+
+
+def _count_pinned(response, bank, first, stop, size, counts, progress):
+    """Count input ``i`` over bank rows ``[first[i], stop[i])``, each draw in its
+    pinned place (:func:`count_classes`'s ``pinned``).
+
+    Window-major, windows ``[w size, (w + 1) size)``: each is drawn once and
+    serves every input that needs any of its rows, one whole pass per input.
+    The base classifier of a count is then the mixture over places ``h =
+    (1 / n) sum_r f_(r mod size)``, one fixed function for each ``(first,
+    n)``, and the same ``h`` for every input and every extension when the
+    sizes are multiples of ``size`` (design notes, "The network as one
+    function").
+    """
+    device, K = counts.device, counts.shape[1]
+    lo = int(first.min()) // size * size
+    hi = int(stop.max())
+    for start in range(lo, hi, size):
+        a = np.clip(first - start, 0, size)
+        b = np.clip(stop - start, 0, size)
+        needed = np.flatnonzero(b > a)
+        if len(needed) == 0:
+            continue
+        z = bank.rows(start, start + size).to(device)
+        shared = response.window(z)
+        for i in needed:
+            i = int(i)
+            owners = torch.full((size,), i, device=device, dtype=torch.int64)
+            rows = response.inputs(i, i + 1, z, shared)
+            pred = _top_class(response.forward(rows, owners))
+            lo_i, hi_i = int(a[i]), int(b[i])
+            _add_votes(counts, owners[lo_i:hi_i], pred[lo_i:hi_i], K)
+            if progress is not None:
+                progress(1, hi_i - lo_i)
 
 
 def _float_response(network, X, scale):
