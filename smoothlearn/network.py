@@ -234,8 +234,10 @@ class FlatInputNetwork:
         kwargs = {} if noise_level is None else {"noise_level": noise_level}
         with self.autocast():
             out = first_output(self._forward(x, **kwargs))
-        if out.dtype != torch.float32 and out.is_floating_point():
-            out = out.float()  # exact: every bf16 / fp16 value is a float32
+        if out.dtype in (torch.bfloat16, torch.float16):
+            # autocast's output: exact in float32, as a fp32 network's scores
+            # are (a float64 network's stay float64)
+            out = out.float()
         if self.outputs_probabilities:
             return torch.log(out.clamp_min(torch.finfo(out.dtype).tiny))
         return out

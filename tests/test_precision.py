@@ -196,3 +196,12 @@ def test_isotropic_dd_optimises_and_certifies_at_bf16(digits):
     cert = clf.certify(X[300:310])
     assert cert.smoothing.endswith("precision=bf16")
     assert np.isfinite(cert.radius).all()
+
+
+def test_a_float64_network_keeps_its_float64_scores():
+    # only autocast's bf16 / fp16 outputs are widened; a float64 network's
+    # scores (the curvature strategies' Hessians are checked on one) stay
+    network = FlatInputNetwork(_mlp().double(), (64,), 10)
+    assert network.logits(torch.rand(3, 64, dtype=torch.float64)).dtype == (
+        torch.float64
+    )
