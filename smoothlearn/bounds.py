@@ -250,13 +250,17 @@ def plan_sample_sizes(pilot_top, n_pilot, n, alpha, tolerance, family):
     )
 
 
-def sequential_looks(n, alpha):
+def sequential_looks(n, alpha, multiple=1):
     """The looks of a sequential decision and the level spent at each.
 
     Looks halve from ``n`` while they stay at least :data:`FIRST_LOOK`
-    (``n = 100,000``: 390, 781, ..., 50,000, 100,000). The last look gets
-    ``alpha / 2`` and the others share ``alpha / 2`` equally; a single look
-    gets all of ``alpha`` (then the decision is CERTIFY's).
+    (``n = 100,000``: 390, 781, ..., 50,000, 100,000), each rounded up to a
+    multiple of ``multiple`` below ``n`` (the grid's pinned counts, whose
+    base classifier is the same at every multiple of the forward batch:
+    1,000, 2,000, 4,000, 7,000, ... for ``multiple = 1000``), repeats
+    dropped. The last look gets ``alpha / 2`` and the others share ``alpha
+    / 2`` equally; a single look gets all of ``alpha`` (then the decision is
+    CERTIFY's).
 
     Returns
     -------
@@ -267,6 +271,8 @@ def sequential_looks(n, alpha):
     while looks[-1] // 2 >= FIRST_LOOK:
         looks.append(looks[-1] // 2)
     looks = np.array(looks[::-1], dtype=np.int64)
+    if multiple > 1:
+        looks = np.unique(np.minimum(-(-looks // multiple) * multiple, int(n)))
     if len(looks) == 1:
         return looks, np.array([float(alpha)])
     alphas = np.full(len(looks), alpha / 2 / (len(looks) - 1))

@@ -217,6 +217,8 @@ class SmoothingTask:
                     self.radius_tolerance,
                     self.family,
                 )
+                multiple = self._pinned()
+                n_draws = np.minimum(-(-n_draws // multiple) * multiple, self.n)
             if self.pack_batches:  # one count, each input to its own size
                 counter.extend_to(np.arange(len(top)), n_draws)
             else:  # ascending sizes: extend the inputs still short
@@ -235,6 +237,15 @@ class SmoothingTask:
             top, p_lower, gap, np.full(len(top), seconds), n_draws, recorded
         )
 
+    def _pinned(self):
+        """The multiple every estimation size is rounded up to (below ``n``):
+        on the grid, ``batch_size``, so that every pinned count's base
+        classifier is the same mixture over places (design notes, "The
+        network as one function"); 1 elsewhere."""
+        if self.grid is None:
+            return 1
+        return self.network.batch_size_for(self.batch_size)  # what the count runs
+
     def _decide(self, counter, recorded):
         """Sequential looks at "certified at ``radius``": ``(n_draws, p_lower)``.
 
@@ -244,7 +255,7 @@ class SmoothingTask:
         at the last look; its bound is the one at the look where it stopped,
         with that look's share of ``alpha``.
         """
-        looks, alphas = bounds.sequential_looks(self.n, self.alpha)
+        looks, alphas = bounds.sequential_looks(self.n, self.alpha, self._pinned())
         needed = self.family.probability_for_gap(
             self.radius / (self.family.c * recorded.smallest())
         )

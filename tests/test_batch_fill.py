@@ -347,3 +347,19 @@ def test_grid_certificates_do_not_depend_on_the_other_inputs(params):
         assert alone.class_index[0] == together.class_index[i]
         assert alone.n_draws[0] == together.n_draws[i]
         assert alone.p_lower[0] == together.p_lower[i]
+
+
+def test_on_the_grid_every_estimation_size_is_a_multiple_of_the_pass():
+    # so that every look's and every planned size's base classifier is the
+    # same mixture over places (an independent check: with looks at other
+    # sizes the certificate is for a classifier chosen by the stopping look)
+    looks, alphas = sequential_looks(100_000, 0.001, 1000)
+    assert looks.tolist() == [1000, 2000, 4000, 7000, 13000, 25000, 50000, 100000]
+    assert alphas.sum() == pytest.approx(0.001) and alphas[-1] == 0.0005
+    network, _ = _place_reading_network()
+    X = _inputs(12, seed=3)
+    for params in ({"radius": 0.3}, {"radius_tolerance": 0.05}):
+        task = _task(network, True, grid=Grid(1 / 16), **params)
+        out = task.certify(X, 7)
+        assert ((out.n_draws % 300 == 0) | (out.n_draws == 4000)).all()
+        assert len(np.unique(out.n_draws)) > 1

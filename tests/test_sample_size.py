@@ -186,8 +186,8 @@ def test_sequential_decisions_fail_no_more_often_than_alpha(monkeypatch):
     # the count can fail: the same looks with the whole alpha at each look
     import smoothlearn.bounds
 
-    def unspent(n, alpha):
-        looks, _ = sequential_looks(n, alpha)
+    def unspent(n, alpha, multiple=1):
+        looks, _ = sequential_looks(n, alpha, multiple)
         return looks, np.full(len(looks), alpha)
 
     monkeypatch.setattr(smoothlearn.bounds, "sequential_looks", unspent)
