@@ -12,6 +12,7 @@ small; :class:`CutGeometry` has no state of its own.
 """
 
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -490,6 +491,20 @@ class CutGeometry:
         out = u @ (coef / values[:, None]) + (y - u @ coef) / rest
         return out if self.frame is None else out / frame
 
+    def _semi_axis_range(self, i):
+        """``(smallest, largest)`` semi-axis of row ``i``'s base as stored
+        (closed form; in a frame, scaled by its extreme squares)."""
+        values = np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
+        small, big = float(values.min()), float(values.max())
+        if self.kind == "rotated":
+            rest = float(self.rest[i])
+            small, big = min(small, rest), max(big, rest)
+            if self.frame is not None:
+                frame = np.asarray(self.frame[i], dtype=np.float64)
+                small *= float(frame.min()) ** 2
+                big *= float(frame.max()) ** 2
+        return small, big
+
     def _wide_log_det_error(self, i, cuts, q, lower):
         """An a-priori bound of the long-double path's error in ``log det(I -
         Q^T Q)``: ``Q``'s rounding (each step within a few ``(d + k) eps``
@@ -498,16 +513,13 @@ class CutGeometry:
         divided by ``lambda_min(I - Q^T Q) >= 1 / ||L^-1||_F^2``."""
         wide_eps = float(np.finfo(np.longdouble).eps)
         d, n_cuts = cuts.shape
-        values = np.atleast_1d(np.asarray(self.values[i], dtype=np.float64))
-        small, big = float(values.min()), float(values.max())
+        small, big = self._semi_axis_range(i)
         q_norm = float(np.linalg.norm(q.astype(np.float64)))
         steps = 8.0 * (d + 4) * wide_eps
         closed_form = 0.0  # ||S_closed^-1 - S^-1|| ||C|| <= ||S^-1 dS|| ||Q||
         if self.kind == "rotated":
             u = np.asarray(self.basis[i], dtype=np.float64)
             k = u.shape[1]
-            rest = float(self.rest[i])
-            small, big = min(small, rest), max(big, rest)
             steps = 8.0 * (d + k + 4) * wide_eps
             # U^T U - I as computed (in float64 it can round to 0) plus a
             # bound on that rounding: in long double where it is cheap (each
@@ -520,11 +532,6 @@ class CutGeometry:
             gram_error = float(np.linalg.norm(gram.astype(np.float64)))
             gram_error += (d + 2) * rounding * (k + gram_error)
             closed_form = 4.0 * gram_error * big / small
-            if self.frame is not None:
-                frame = np.asarray(self.frame[i], dtype=np.float64)
-                low, high = float(frame.min()), float(frame.max())
-                small *= low**2
-                closed_form *= (high / low) ** 2
         # each step's rounding relative to ||y|| <= ||C|| / f_min, divided by
         # the smallest semi-axis (not relative to the entries of Q)
         q_error = steps * float(np.linalg.norm(cuts)) / small + closed_form * q_norm
@@ -583,7 +590,26 @@ class CutGeometry:
                 lower = mpmath.cholesky(inner)
             except ValueError:
                 return -np.inf  # no volume left (or none that 32 digits prove)
-            return float(2 * sum(mpmath.log(lower[a, a]) for a in range(n)))
+            log_det = float(2 * sum(mpmath.log(lower[a, a]) for a in range(n)))
+            inverse = mpmath.inverse(lower)
+            amplification = float(mpmath.fsum(v**2 for v in inverse))
+        # a posteriori: Q within its last correction and the residuals'
+        # double-double rounding (about (d + k)^2 eps^2 cond(S) ||Q||)
+        d = c.shape[0]
+        width = d + (0 if self.basis is None else self.basis.shape[2]) + 4
+        small, big = self._semi_axis_range(i)
+        x_norm = float(np.linalg.norm(xh))
+        x_error = size + 16.0 * width**2 * _EPS**2 * (big / small) * x_norm
+        gram = 2.0 * x_norm * x_error + x_error**2 + 4.0 * width * _EPS**2 * x_norm**2
+        error = 2.0 * n * amplification * gram / (2.0 * d)
+        if not error <= VOLUME_TOLERANCE:
+            warnings.warn(
+                f"a cut row's proxy radius may be off by {error:.1e} relative "
+                "(its volume's double-double evaluation did not settle)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return log_det
 
     def _apply_base_dd(self, i, xh, xl):
         """``S_i x`` (as run: ``F (r I + U diag(s - r) U^T) F x``) for a

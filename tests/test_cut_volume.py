@@ -94,3 +94,23 @@ def test_a_cut_rows_proxy_radius_is_its_volume(
     widths = (thinnest, thinnest + 1.5)
     row = _cut_row(seed, form, d, 10.0**log_condition, n_cuts, widths)
     assert abs(_relative_error(row, d)) <= 1e-6
+
+
+def test_a_basis_far_from_orthonormal_is_solved_densely():
+    # a Scale (not Certificates, which refuse it) may hold a basis orthonormal
+    # only to 1e-3: the closed-form inverse does not contract there, and the
+    # refinement's corrections come from a dense LU of S as run
+    rng = np.random.RandomState(4)
+    d = 4
+    basis = np.linalg.qr(rng.randn(d, d))[0] + 1e-3 * rng.randn(d, d)
+    values = np.exp(np.linspace(0.0, -np.log(1e5), d))[None]
+    row = Scale(values, basis[None], np.array([1.0]))
+    for width in (1e-5, 1e-4):
+        v = rng.randn(d)
+        v /= np.linalg.norm(v)
+        row = row.cut(0, d, v, row.support(0, v) * width)
+    precise = row._cut_log_det_precise(0, row.row_cuts(0))
+    region = Region(np.zeros(d), 1.0, row)
+    base = reference._base_covariance(region)
+    true = mpmath.log(mpmath.det(reference.covariance(region)) / mpmath.det(base))
+    assert abs(precise - float(true)) <= 1e-9
