@@ -7,7 +7,9 @@ cut is checked inside its slab with the rounding of the support taken
 against the quantities rounded (``||S v||^2`` and ``||C^T v||^2``), the
 inscribed radius is a secular equation whose rounding bound holds at any
 condition number, and the volume's ``det(I - Q^T Q)`` is formed in long
-double. Kept apart from :mod:`smoothlearn.scale` so that each module stays
+double where an a-priori bound of its rounding allows, in double-double from
+the stored arrays where it does not (thin cuts on ill-conditioned rows).
+Kept apart from :mod:`smoothlearn.scale` so that each module stays
 small; :class:`CutGeometry` has no state of its own.
 """
 
