@@ -521,8 +521,8 @@ class Certificates:
     def radius(self):
         if self.input_map is None:
             smallest = self.min_scale
-        else:
-            smallest = 1.0 / self._inverse_scale_map_norm()
+        else:  # 1 / an upper bound of ||S^-1 A||, rounded down
+            smallest = np.nextafter(1.0 / self._inverse_scale_map_norm(), 0.0)
         return np.where(self.abstained, 0.0, _product_down(self.c, self.gap, smallest))
 
     @property
@@ -535,22 +535,33 @@ class Certificates:
         return np.where(self.abstained, 0.0, self.c * self.gap * mean)
 
     def _inverse_scale_map_norm(self):
-        """``||S_i^-1 A||`` per row, in the operator norm of ``norm``.
+        """An upper bound of ``||S_i^-1 A||`` per row, in the operator norm of
+        ``norm``: the computed value and an allowance for its rounding.
 
         Isotropic ``S``: ``||A|| / s_i``. Diagonal ``S`` and diagonal ``A``:
-        ``max_j |a_j| / s_j`` in both norms. Otherwise the dense ``k x d``
-        matrix per row: its largest singular value (l2) or largest column sum
-        (l1).
+        ``max_j |a_j| / s_j`` in both norms (one rounding each). Otherwise the
+        dense ``k x d`` matrix per row: its largest singular value (l2) or
+        largest column sum (l1), plus what rounding may have taken off it:
+        each column of ``S^-1 A`` within ``32 (k + d) eps ||a_j|| / s_min``
+        of the exact one (the scale's closed form applied in float64, cuts
+        included), and, for a basis off orthonormal, the closed form's
+        departure from the stored form, ``4 |U^T U - I| cond(S) / s_min``
+        per unit of ``||A||``; the l1 norm's allowance goes through the l2
+        one (``||E||_1 <= sqrt(k) ||E||_2``, ``||A||_2 <= sqrt(d) ||A||_1``).
         """
+        eps = np.finfo(np.float64).eps
         a, scales = self.input_map, self.scales
         cut = scales.has_cuts
+        k, d = a.shape[0], a.shape[-1]
         if scales.kind == "isotropic" and not cut:  # ||A|| / s_i
-            return operator_norm(a, self.norm) / scales.values
+            rounding = 2 * eps if a.ndim == 1 else 8 * (k + d) * eps
+            value = operator_norm(a, self.norm) / scales.values
+            return value * (1.0 + rounding + 2 * eps)
         if a.ndim == 1 and scales.kind != "rotated" and not cut:
             s = np.broadcast_to(
                 scales.values.reshape(len(self), -1), (len(self), self.n_features)
             )
-            return (np.abs(a)[None] / s).max(axis=1)
+            return (np.abs(a)[None] / s).max(axis=1) * (1.0 + 2 * eps)
         dense = np.diag(a) if a.ndim == 1 else a
         out = np.empty(len(self))
         for i in range(len(self)):
@@ -558,7 +569,17 @@ class Certificates:
             out[i] = (
                 np.linalg.norm(m, 2) if self.norm == "l2" else np.abs(m).sum(0).max()
             )
-        return out
+        smallest = np.asarray(scales.smallest(), dtype=np.float64)
+        largest = np.asarray(scales.largest(), dtype=np.float64)
+        defect = np.zeros(len(self))
+        if scales.kind == "rotated":
+            defect = basis_defect(scales.basis)
+        norm_a = float(np.linalg.norm(dense, 2)) * (1.0 + 8 * (k + d) * eps)
+        relative = 32 * (k + d) * eps + 4 * defect * largest / smallest
+        allowance = relative * norm_a / smallest
+        if self.norm == "l1":
+            allowance = allowance * np.sqrt(k * d)
+        return (out * (1.0 + 8 * (k + d) * eps) + allowance) * (1.0 + 2 * eps)
 
     def scale_matrix(self, i):
         """The dense ``(n_features, n_features)`` scale ``S`` of row ``i``.

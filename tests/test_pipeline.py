@@ -265,6 +265,49 @@ def test_mapped_radii_are_exact_against_a_witness(cert, data):
         )
 
 
+def _exact_input_radius(cert, i):
+    """``c gap / ||S^-1 A||`` in 60-digit arithmetic from the stored arrays
+    (``S`` as stored: ``r I + U diag(s - r) U^T`` for a rotated row)."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        a = cert.input_map
+        dense = np.diag(a) if a.ndim == 1 else a
+        k = dense.shape[0]
+        form = cert.scales
+        if form.kind == "rotated":
+            u = mpmath.matrix(form.basis[i].tolist())
+            rest = mpmath.mpf(float(form.rest[i]))
+            diag = mpmath.diag([mpmath.mpf(float(v)) - rest for v in form.values[i]])
+            s = u * diag * u.T + rest * mpmath.eye(k)
+        else:
+            values = np.broadcast_to(np.atleast_1d(form.values[i]), (k,))
+            s = mpmath.diag([mpmath.mpf(float(v)) for v in values])
+        m = mpmath.matrix(k, dense.shape[1])
+        for c in range(dense.shape[1]):  # S^-1 A, a column at a time
+            column = mpmath.lu_solve(s, mpmath.matrix(dense[:, c].tolist()))
+            for r in range(k):
+                m[r, c] = column[r]
+        if cert.norm == "l2":
+            norm = max(mpmath.svd_r(m, compute_uv=False))
+        else:
+            norm = max(
+                mpmath.fsum(abs(m[r, c]) for r in range(m.rows)) for c in range(m.cols)
+            )
+        return mpmath.mpf(float(cert.c)) * mpmath.mpf(float(cert.gap[i])) / norm
+
+
+@settings(max_examples=60, deadline=None)
+@given(cert=_mapped_certificates())
+def test_mapped_radii_are_proved_lower_bounds_of_the_exact_radius(cert):
+    """Rounding may never put the input-units radius above ``c gap /
+    ||S^-1 A||`` of the stored arrays; the allowance costs at most 1e-9."""
+    for i in range(len(cert)):
+        exact = _exact_input_radius(cert, i)
+        assert cert.radius[i] <= exact
+        assert cert.radius[i] >= exact * (1 - 1e-9)
+
+
 def test_a_step_that_is_not_affine_leaves_the_classifier_space_and_warns():
     X = _raw_data(80)
     y = (X[:, 0] > 5).astype(int)
