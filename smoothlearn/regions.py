@@ -543,11 +543,13 @@ class Certificates:
         dense ``k x d`` matrix per row: its largest singular value (l2) or
         largest column sum (l1), plus what rounding may have taken off it:
         each column of ``S^-1 A`` within ``32 (k + d) eps ||a_j|| / s_min``
-        of the exact one (the scale's closed form applied in float64, cuts
-        included), and, for a basis off orthonormal, the closed form's
-        departure from the stored form, ``4 |U^T U - I| cond(S) / s_min``
-        per unit of ``||A||``; the l1 norm's allowance goes through the l2
-        one (``||E||_1 <= sqrt(k) ||E||_2``, ``||A||_2 <= sqrt(d) ||A||_1``).
+        of the exact one (the scale's closed form applied in float64), and,
+        for a basis off orthonormal, the closed form's departure from the
+        stored form, ``4 |U^T U - I| cond(S) / s_min`` per unit of ``||A||``;
+        the l1 norm's allowance goes through the l2 one (``||E||_1 <= sqrt(k)
+        ||E||_2``, ``||A||_2 <= sqrt(d) ||A||_1``). A row with cuts takes
+        ``||A|| / s_min`` with its proved smallest semi-axis instead: looser,
+        and proved without a rounding analysis of the cut form's inverse.
         """
         eps = np.finfo(np.float64).eps
         a, scales = self.input_map, self.scales
@@ -579,7 +581,12 @@ class Certificates:
         allowance = relative * norm_a / smallest
         if self.norm == "l1":
             allowance = allowance * np.sqrt(k * d)
-        return (out * (1.0 + 8 * (k + d) * eps) + allowance) * (1.0 + 2 * eps)
+        bound = out * (1.0 + 8 * (k + d) * eps) + allowance
+        if cut:  # ||S^-1 A|| <= ||A|| / s_min (l1: sqrt(k) times that)
+            rows = np.array([scales.row_cuts(i) is not None for i in range(len(self))])
+            whole = norm_a / smallest * (np.sqrt(k) if self.norm == "l1" else 1.0)
+            bound = np.where(rows, whole, bound)
+        return bound * (1.0 + 2 * eps)
 
     def scale_matrix(self, i):
         """The dense ``(n_features, n_features)`` scale ``S`` of row ``i``.
