@@ -57,16 +57,17 @@ class BasicBlock(nn.Module):
         return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
 
 
-class ResNet20(nn.Module):
-    """He et al.'s CIFAR ResNet-20, written as users write it."""
+class CifarResNet(nn.Module):
+    """He et al.'s CIFAR ResNet of ``depth = 6k + 2`` layers, as users write it."""
 
-    def __init__(self, n_classes=10):
+    def __init__(self, depth=20, n_classes=10):
         super().__init__()
+        blocks = (depth - 2) // 6
         self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(16)
         layers, planes = [], 16
         for width, stride in ((16, 1), (32, 2), (64, 2)):
-            for block in range(3):
+            for block in range(blocks):
                 layers.append(BasicBlock(planes, width, stride if block == 0 else 1))
                 planes = width
         self.layers = nn.Sequential(*layers)
@@ -77,6 +78,11 @@ class ResNet20(nn.Module):
         out = self.layers(out)
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)
         return self.fc(out)
+
+
+def ResNet20(n_classes=10):
+    """He et al.'s CIFAR ResNet-20."""
+    return CifarResNet(20, n_classes)
 
 
 def synchronised(fn, device):

@@ -25,9 +25,7 @@ import time
 
 import numpy as np
 import torch
-from bench_gpu import BasicBlock, synchronised
-from torch import nn
-from torch.nn import functional as F
+from bench_gpu import CifarResNet, synchronised
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.metrics import certified_accuracy
@@ -42,29 +40,6 @@ MODES = {
     "bf16+compile": {"precision": "bf16", "compile": True},
     "fp32+compile": {"precision": "fp32", "compile": True},
 }
-
-
-class CifarResNet(nn.Module):
-    """He et al.'s CIFAR ResNet of ``depth = 6k + 2`` layers, as users write it."""
-
-    def __init__(self, depth=20, n_classes=10):
-        super().__init__()
-        blocks = (depth - 2) // 6
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        layers, planes = [], 16
-        for width, stride in ((16, 1), (32, 2), (64, 2)):
-            for block in range(blocks):
-                layers.append(BasicBlock(planes, width, stride if block == 0 else 1))
-                planes = width
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(64, n_classes)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layers(out)
-        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.fc(out)
 
 
 def speed(args):
