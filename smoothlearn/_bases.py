@@ -3,7 +3,17 @@
 import numpy as np
 import scipy.linalg
 
-__all__ = ["basis_defect", "basis_tolerance", "orthonormal_to_rounding"]
+__all__ = [
+    "basis_defect",
+    "basis_tolerance",
+    "gram_defect_bound",
+    "orthonormal_to_rounding",
+]
+
+_EPS = float(np.finfo(np.float64).eps)
+# long double products cost about 50x float64 BLAS: used up to this many
+# multiply-adds (about half a second), float64 beyond
+_WIDE_WORK = 100_000_000
 
 
 def _room_inside(basis, values, rest, capped_values, capped_rest):
@@ -71,6 +81,42 @@ def basis_defect(basis):
     basis = np.asarray(basis, dtype=np.float64)
     gram = basis.swapaxes(1, 2) @ basis
     return np.abs(gram - np.eye(basis.shape[2])).max(axis=(1, 2))
+
+
+def gram_defect_bound(basis):
+    """A proved upper bound of ``||U^T U - I||_F`` for each stored float64
+    basis: one float for a ``(d, k)`` basis, an array for a stack ``(m, d,
+    k)``.
+
+    ``U^T U - I`` as computed can round to far less than it is (for a basis
+    orthonormal to float64 rounding, float64's own rounding is as large as
+    the defect), so its rounding is added: each entry of ``U^T U`` is a dot
+    product of ``d`` terms, within ``gamma_d |u_i|^T |u_j|`` of the exact one
+    in any order of summation (Higham, Accuracy and Stability, 3.1), and
+    ``|| |U|^T |U| ||_F <= ||U||_F^2 = k + tr(E) <= k + sqrt(k) ||E||_F``;
+    with ``N`` the computed norm rounded up, ``||E||_F <= N + gamma_d (k +
+    sqrt(k) ||E||_F)``, solved for ``||E||_F``. Formed in long double (where
+    the platform has it, ``gamma_d`` about 2000x smaller) up to
+    ``_WIDE_WORK`` multiply-adds, in float64 beyond; the subtraction of ``I``,
+    the conversion to float64 and the norm's ``k^2`` squares and square root
+    are covered by ``(k^2 + 8) eps`` relative on ``N``.
+    """
+    basis = np.asarray(basis, dtype=np.float64)
+    single = basis.ndim == 2
+    stack = basis[None] if single else basis
+    m, d, k = stack.shape
+    wide = m * d * k * k <= _WIDE_WORK
+    dtype = np.longdouble if wide else np.float64
+    unit = float(np.finfo(dtype).eps)  # twice the unit roundoff: gamma_d <= d eps
+    if not d * unit <= 0.5:
+        raise ValueError(f"a basis of {d} rows is beyond this bound's range")
+    w = stack.astype(dtype)
+    defect = (w.swapaxes(1, 2) @ w - np.eye(k, dtype=dtype)).astype(np.float64)
+    computed = np.sqrt(np.sum(defect**2, axis=(1, 2))) * (1.0 + (k * k + 8) * _EPS)
+    gamma = d * unit
+    bound = (computed + gamma * k) / (1.0 - gamma * np.sqrt(k))
+    bound = bound * (1.0 + 4.0 * _EPS)  # the last three float64 operations
+    return float(bound[0]) if single else bound
 
 
 def basis_tolerance(n_features, k):

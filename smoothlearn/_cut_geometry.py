@@ -20,7 +20,7 @@ import mpmath
 import numpy as np
 from scipy.optimize import brentq
 
-from ._bases import _room_inside, orthonormal_to_rounding
+from ._bases import _room_inside, gram_defect_bound, orthonormal_to_rounding
 from ._double_double import dd_add, dd_gram, dd_matmul, dd_mul, dd_sub, two_sum
 
 __all__ = ["CUT_MARGIN", "VOLUME_TOLERANCE", "CutGeometry"]
@@ -344,7 +344,6 @@ class CutGeometry:
         what is left of it, relative to ``||C||``; ``defect`` bounds ``||S S
         - S_P^2||`` for ``S`` as run (``||S - S_P|| <= 1.01 |E| max|s - r|``).
         """
-        np.finfo(np.float64).eps
         if self.kind != "rotated":
             return np.asarray(cuts, dtype=np.float64), None, 0.0, 0.0
         wide = np.longdouble
@@ -357,7 +356,8 @@ class CutGeometry:
         ey = e @ y
         eey = e @ ey
         head = (y - ey / 2 + 3 * eey / 8).astype(np.float64)
-        gram_error = float(np.linalg.norm(e.astype(np.float64)))
+        # ||U^T U - I|| with the rounding of forming it (it may round far below)
+        gram_error = gram_defect_bound(self.basis[i])
         error = 8.0 * (d + k + 4) * np.sqrt(k + 1.0) * max(wide_eps, 1e-300)
         error += 4.0 * gram_error**3
         tail = None
@@ -524,15 +524,8 @@ class CutGeometry:
             k = u.shape[1]
             steps = 8.0 * (d + k + 4) * wide_eps
             # U^T U - I as computed (in float64 it can round to 0) plus a
-            # bound on that rounding: in long double where it is cheap (each
-            # entry within (d + 2) eps_ld of |U|^T |U|, whose norm is at most
-            # ||U||_F^2 = k), in float64 (BLAS) for large bases
-            wide = d * k * k <= 2_000_000
-            dtype, rounding = (np.longdouble, wide_eps) if wide else (np.float64, _EPS)
-            w = u.astype(dtype)
-            gram = w.T @ w - np.eye(k, dtype=dtype)
-            gram_error = float(np.linalg.norm(gram.astype(np.float64)))
-            gram_error += (d + 2) * rounding * (k + gram_error)
+            # bound on that rounding
+            gram_error = gram_defect_bound(u)
             closed_form = 4.0 * gram_error * big / small
         # each step's rounding relative to ||y|| <= ||C|| / f_min, divided by
         # the smallest semi-axis (not relative to the entries of Q)
@@ -704,7 +697,7 @@ class CutGeometry:
                 # that over s_min, taken off (with the products' rounding)
                 u = np.asarray(self.basis[i], dtype=np.float64)
                 k = u.shape[1]
-                gram_error = float(np.linalg.norm(u.T @ u - np.eye(k)))
+                gram_error = gram_defect_bound(u)
                 spread = float(np.abs(self.values[i] - self.rest[i]).max())
                 spread += float(np.abs(values[0] - rest[0]).max())
                 low = min(float(self.values[i].min()), float(self.rest[i]))
@@ -737,7 +730,7 @@ class CutGeometry:
         # ||E||), and ||S v|| >= smallest. Frobenius norms bound both
         # spectral ones; the dense S's own rounding is added to ||E||.
         eps = np.finfo(np.float64).eps
-        orthogonality = np.linalg.norm(vectors.T @ vectors - np.eye(n_features))
+        orthogonality = gram_defect_bound(vectors)
         residual = np.linalg.norm(dense - (vectors * lam) @ vectors.T)
         residual += 8 * n_features * eps * float(self.largest()[i])
         if orthogonality >= 0.5:

@@ -42,7 +42,7 @@ import numbers
 import numpy as np
 
 from .noise import get_noise
-from .scale import Scale, basis_defect, basis_tolerance
+from .scale import Scale, basis_defect, basis_tolerance, gram_defect_bound
 
 __all__ = [
     "Certificates",
@@ -574,8 +574,8 @@ class Certificates:
         smallest = np.asarray(scales.smallest(), dtype=np.float64)
         largest = np.asarray(scales.largest(), dtype=np.float64)
         defect = np.zeros(len(self))
-        if scales.kind == "rotated":
-            defect = basis_defect(scales.basis)
+        if scales.kind == "rotated":  # ||U^T U - I||, its rounding included
+            defect = gram_defect_bound(scales.basis)
         norm_a = float(np.linalg.norm(dense, 2)) * (1.0 + 8 * (k + d) * eps)
         relative = 32 * (k + d) * eps + 4 * defect * largest / smallest
         allowance = relative * norm_a / smallest

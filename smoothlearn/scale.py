@@ -50,6 +50,7 @@ from ._bases import (  # noqa: F401  (imported from here by other modules)
     _padded_cuts,
     basis_defect,
     basis_tolerance,
+    gram_defect_bound,
     orthonormal_to_rounding,
 )
 from ._cut_geometry import CUT_MARGIN, CutGeometry  # noqa: F401
@@ -380,9 +381,8 @@ class Scale(CutGeometry):
         cached = self.__dict__.get("_deviation")
         if cached is not None:
             return cached
-        basis = np.asarray(self.basis, dtype=np.float64)
-        gram = basis.swapaxes(1, 2) @ basis - np.eye(basis.shape[2])
-        gram_error = np.sqrt(np.sum(gram**2, axis=(1, 2)))
+        # with the rounding of forming U^T U - I, which may round far below it
+        gram_error = gram_defect_bound(self.basis)
         values = np.asarray(self.values, dtype=np.float64)
         spread = np.abs(values - np.asarray(self.rest, dtype=np.float64)[:, None])
         self._deviation = 1.01 * gram_error * spread.max(axis=1)
