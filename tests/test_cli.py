@@ -353,7 +353,7 @@ def test_a_model_file_keeps_the_memories_another_run_added(tmp_path):
 
     import joblib
 
-    from smoothlearn.__main__ import _save_memories
+    from smoothlearn._cli_models import save_memories
 
     from .test_memory_state import X1, X2, slab_classifier
 
@@ -363,16 +363,16 @@ def test_a_model_file_keeps_the_memories_another_run_added(tmp_path):
     model = str(model)
     first, second, third = (joblib.load(model) for _ in range(3))
     first.certify(X1)
-    _save_memories(args, first, [model])
+    save_memories(args, first, [model])
     second.set_params(strategy="cohen").certify(X2)  # no memory of its own
-    _save_memories(args, second, [model])
+    save_memories(args, second, [model])
     (memory,) = joblib.load(model).memories_.values()
     assert memory.n_entries_ == 1
     # the file's memory continues the one this run holds: taken, then saved
     assert second.certify(X2).label[0] == 0
     third.certify(X2)  # went on from the empty memory the file had
     with pytest.raises(ValueError, match="another run changed"):
-        _save_memories(args, third, [model])
+        save_memories(args, third, [model])
     (memory,) = joblib.load(model).memories_.values()
     assert memory.n_entries_ == 1  # the file is left as it was
 

@@ -1,4 +1,5 @@
-"""The skorch network trained under smoothing noise."""
+"""The skorch network trained under smoothing noise, and the denoised network
+(a denoiser in front of a user's frozen network) it trains with a denoiser."""
 
 import copy
 import threading
@@ -10,7 +11,8 @@ from skorch import NeuralNetClassifier
 from skorch.dataset import unpack_data
 
 from .._checkpoint import network_digest
-from ..network import FlatInputNetwork, first_output
+from ..denoisers import DenoisedNetwork, DiffusionDenoiser, default_denoiser_for
+from ..network import FlatInputNetwork, check_output_size, first_output
 from ..noise import get_noise
 from ..training import DenoiserTraining, GaussianAugmentation
 from ._networks import default_module_for
@@ -19,7 +21,9 @@ __all__ = [
     "DENOISER_PREFIX",
     "NETWORK_PREFIXES",
     "NoisyNeuralNetClassifier",
+    "build_denoised_network",
     "build_noisy_net",
+    "check_denoised_module",
     "certification_network",
     "is_denoiser_param",
     "is_network_param",
@@ -170,6 +174,89 @@ def certification_network(net, input_shape, n_classes, precision="fp32", compile
 def outputs_probabilities(net):
     """Whether the module outputs probabilities: skorch's rule, an NLLLoss criterion."""
     return isinstance(net.criterion_, torch.nn.NLLLoss)
+
+
+def check_denoised_module(module, denoiser, network_params, denoiser_params):
+    """With a denoiser: ``module`` is a trained instance, denoiser settings fit.
+
+    Raises before any work (a model built, a batch trained).
+    """
+    if denoiser is None:
+        if denoiser_params:
+            raise ValueError(
+                f"denoiser parameters {sorted(denoiser_params)} need a denoiser; "
+                "got denoiser=None."
+            )
+        return
+    if not isinstance(module, torch.nn.Module):
+        got = "None" if module is None else f"the class {module!r}"
+        raise TypeError(
+            "with a denoiser, module must be a trained torch.nn.Module instance "
+            f"(the network to certify, used frozen); got {got}."
+        )
+    module_params = sorted(k for k in network_params if k.startswith("module__"))
+    if module_params:
+        raise ValueError(
+            f"with a denoiser the module is used as given (frozen); "
+            f"{module_params} would rebuild it."
+        )
+    if denoiser_params and isinstance(denoiser, torch.nn.Module):
+        raise ValueError(
+            f"denoiser parameters {sorted(denoiser_params)} size a denoiser that "
+            "the estimator builds: give denoiser='auto' or a class, not an "
+            "instance."
+        )
+
+
+def build_denoised_network(
+    module, denoiser, denoiser_params, X, n_classes, *, sigma, max_epochs, device
+):
+    """The :class:`DenoisedNetwork` ``fit`` trains, checked on ``X[:2]``:
+    ``denoiser`` as the estimator takes it (a class, ``'auto'``, an instance
+    or a :class:`DiffusionDenoiser`), built with ``denoiser_params``."""
+    input_shape = tuple(X.shape[1:])
+    params = denoiser_params
+    if isinstance(denoiser, DiffusionDenoiser):
+        # pretrained, never trained here: frozen, and told the level to
+        # use where the engine gives none (a strategy's optimisation)
+        denoiser = copy.deepcopy(denoiser).requires_grad_(False)
+        if denoiser.sigma is None:
+            denoiser.sigma = sigma
+    elif isinstance(denoiser, torch.nn.Module):
+        denoiser = copy.deepcopy(denoiser)
+    else:
+        cls = denoiser
+        if isinstance(cls, str):  # 'auto'
+            cls, sizing = default_denoiser_for(input_shape)
+            params = {**sizing, **params}
+        try:
+            denoiser = cls(**params)
+        except TypeError as exc:
+            raise TypeError(f"cannot build the denoiser {cls!r}: {exc}") from None
+        if not isinstance(denoiser, torch.nn.Module):
+            raise TypeError(
+                f"denoiser must build a torch.nn.Module; {cls!r} gave "
+                f"{type(denoiser).__name__}."
+            )
+    trained = max_epochs > 0 and not isinstance(denoiser, DiffusionDenoiser)
+    if trained and not any(p.requires_grad for p in denoiser.parameters()):
+        raise ValueError(
+            f"the denoiser {type(denoiser).__name__} has no trainable parameters "
+            f"to train for max_epochs={max_epochs}."
+        )
+    network = DenoisedNetwork(denoiser, module).to(device)
+    probe = torch.as_tensor(X[:2], device=device)
+    with torch.inference_mode():
+        network.eval()
+        out = network.denoiser(probe)
+    if not isinstance(out, torch.Tensor) or out.shape != probe.shape:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out)
+        raise ValueError(
+            "the denoiser must map inputs to inputs of the same shape: "
+            f"{tuple(probe.shape)} gave {got}."
+        )
+    check_output_size(network, X[:1], n_classes, device=device)
+    return network
 
 
 class NoisyNeuralNetClassifier(NeuralNetClassifier):

@@ -1,7 +1,5 @@
 """SmoothedClassifier: a certifiably robust classifier by randomized smoothing."""
 
-import copy
-import difflib
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -19,7 +17,7 @@ from ..banks import bank_key
 from ..blocks import BlockResult, run_blocks
 from ..bounds import predict_from_counts
 from ..certify import SmoothingTask
-from ..denoisers import DenoisedNetwork, DiffusionDenoiser, default_denoiser_for
+from ..denoisers import DenoisedNetwork, DiffusionDenoiser
 from ..grid import Grid, resolve_grid
 from ..network import check_output_size, network_arithmetic
 from ..noise import NOISES, get_noise
@@ -38,11 +36,19 @@ from ._memory import MemoryCertifier
 from ._memory_keys import key_by_smoothing, remembered, resolved_rank_key
 from ._noisy_net import (
     DENOISER_PREFIX,
-    NETWORK_PREFIXES,
+    build_denoised_network,
     build_noisy_net,
     certification_network,
+    check_denoised_module,
     is_denoiser_param,
     is_network_param,
+)
+from ._validation import (
+    check_grid_strategy,
+    check_nested_params,
+    check_network_param_names,
+    flatten_images,
+    on_grid,
 )
 
 __all__ = ["SmoothedClassifier"]
@@ -450,25 +456,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             if is_denoiser_param(k)
         }
 
-    def _check_network_params(self):
-        for name in self._network_param_names:
-            for nested in ("strategy", "training"):
-                if name.startswith(f"{nested}__"):
-                    key = name[len(nested) + 2 :]
-                    _check_nested_params(nested, getattr(self, nested), {key: None})
-                    raise TypeError(
-                        f"SmoothedClassifier got {name!r} as a constructor argument; "
-                        f"a {nested}'s parameters go on its object "
-                        f"({nested}=ANCER(kappa=2.0), say) or through "
-                        f"set_params({name}=...), as in a grid search."
-                    )
-            if not is_network_param(name):
-                raise TypeError(
-                    f"SmoothedClassifier got an unexpected parameter {name!r}; "
-                    f"network parameters take a prefix: "
-                    + ", ".join(f"{p}__" for p in (*NETWORK_PREFIXES, DENOISER_PREFIX))
-                )
-
     def get_params(self, deep=True):
         params = super().get_params(deep=deep)
         params.update(self._network_params())
@@ -493,7 +480,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             }
             current = params.get(name, getattr(self, name))
             if nested:
-                _check_nested_params(name, current, nested)
+                check_nested_params(name, current, nested)
             if nested and isinstance(current, str):
                 # a fresh object of the name's defaults (its set_params checks
                 # the names), then the nested values on it
@@ -543,13 +530,15 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : SmoothedClassifier
         """
-        self._check_network_params()
-        X, image_shape = _flatten_images(X)
+        check_network_param_names(
+            self._network_param_names, self.strategy, self.training
+        )
+        X, image_shape = flatten_images(X)
         X, y = validate_data(self, X, y, dtype=np.float32)
         input_shape = image_shape or tuple(X.shape[1:])
         grid_step = resolve_grid(self.grid, X)
         if grid_step is not None:  # training inputs on the grid, as checked later
-            X = _on_grid(X, Grid(grid_step, self.off_grid))
+            X = on_grid(X, Grid(grid_step, self.off_grid))
         elif self.grid == "auto":
             warnings.warn(
                 "grid='auto' found no grid step 1 or 1/q (q <= 256) that the "
@@ -572,10 +561,12 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         family = get_noise(self.noise)
         strategy = get_strategy(self.strategy)
         strategy.check(family, input_shape)
-        _check_grid_strategy(grid_step, strategy)
+        check_grid_strategy(grid_step, strategy)
         training = get_training(self.training)
         training.check(denoiser=self.denoiser is not None)
-        self._check_denoised_module()
+        check_denoised_module(
+            self.module, self.denoiser, self._network_params(), self._denoiser_params()
+        )
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         # skorch has no random_state: seed torch locally so fit is reproducible
@@ -586,7 +577,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             if self.denoiser is not None:
                 # built under the seed (its initial weights) and checked
                 # before any training
-                module = self._denoised_network(X, len(classes))
+                module = build_denoised_network(
+                    self.module,
+                    self.denoiser,
+                    self._denoiser_params(),
+                    X,
+                    len(classes),
+                    sigma=self.sigma,
+                    max_epochs=self.max_epochs,
+                    device=self.device,
+                )
             # built under the seed too: a strategy's modules (UCAN's generator)
             # take their initial weights when built
             net = build_noisy_net(
@@ -631,86 +631,6 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         self.net_ = net
         return self
 
-    def _check_denoised_module(self):
-        """With a denoiser: ``module`` is a trained instance, denoiser settings fit.
-
-        Raises before any work (a model built, a batch trained).
-        """
-        denoiser_params = self._denoiser_params()
-        if self.denoiser is None:
-            if denoiser_params:
-                raise ValueError(
-                    f"denoiser parameters {sorted(denoiser_params)} need a denoiser; "
-                    "got denoiser=None."
-                )
-            return
-        if not isinstance(self.module, torch.nn.Module):
-            got = "None" if self.module is None else f"the class {self.module!r}"
-            raise TypeError(
-                "with a denoiser, module must be a trained torch.nn.Module instance "
-                f"(the network to certify, used frozen); got {got}."
-            )
-        module_params = sorted(
-            k for k in self._network_params() if k.startswith("module__")
-        )
-        if module_params:
-            raise ValueError(
-                f"with a denoiser the module is used as given (frozen); "
-                f"{module_params} would rebuild it."
-            )
-        if denoiser_params and isinstance(self.denoiser, torch.nn.Module):
-            raise ValueError(
-                f"denoiser parameters {sorted(denoiser_params)} size a denoiser that "
-                "the estimator builds: give denoiser='auto' or a class, not an "
-                "instance."
-            )
-
-    def _denoised_network(self, X, n_classes):
-        """The :class:`DenoisedNetwork` ``fit`` trains, checked on ``X[:2]``."""
-        input_shape = tuple(X.shape[1:])
-        params = self._denoiser_params()
-        if isinstance(self.denoiser, DiffusionDenoiser):
-            # pretrained, never trained here: frozen, and told the level to
-            # use where the engine gives none (a strategy's optimisation)
-            denoiser = copy.deepcopy(self.denoiser).requires_grad_(False)
-            if denoiser.sigma is None:
-                denoiser.sigma = self.sigma
-        elif isinstance(self.denoiser, torch.nn.Module):
-            denoiser = copy.deepcopy(self.denoiser)
-        else:
-            cls = self.denoiser
-            if isinstance(cls, str):  # 'auto'
-                cls, sizing = default_denoiser_for(input_shape)
-                params = {**sizing, **params}
-            try:
-                denoiser = cls(**params)
-            except TypeError as exc:
-                raise TypeError(f"cannot build the denoiser {cls!r}: {exc}") from None
-            if not isinstance(denoiser, torch.nn.Module):
-                raise TypeError(
-                    f"denoiser must build a torch.nn.Module; {cls!r} gave "
-                    f"{type(denoiser).__name__}."
-                )
-        trained = self.max_epochs > 0 and not isinstance(denoiser, DiffusionDenoiser)
-        if trained and not any(p.requires_grad for p in denoiser.parameters()):
-            raise ValueError(
-                f"the denoiser {type(denoiser).__name__} has no trainable parameters "
-                f"to train for max_epochs={self.max_epochs}."
-            )
-        network = DenoisedNetwork(denoiser, self.module).to(self.device)
-        probe = torch.as_tensor(X[:2], device=self.device)
-        with torch.inference_mode():
-            network.eval()
-            out = network.denoiser(probe)
-        if not isinstance(out, torch.Tensor) or out.shape != probe.shape:
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out)
-            raise ValueError(
-                "the denoiser must map inputs to inputs of the same shape: "
-                f"{tuple(probe.shape)} gave {got}."
-            )
-        check_output_size(network, X[:1], n_classes, device=self.device)
-        return network
-
     @property
     def denoiser_(self):
         """The trained denoiser, or None without one (see the class docstring)."""
@@ -727,7 +647,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
     def _validate_X(self, X):
         """Check a fitted estimator and ``X``; return flat float32 inputs."""
         check_is_fitted(self)
-        X, image_shape = _flatten_images(X)
+        X, image_shape = flatten_images(X)
         X = validate_data(self, X, dtype=np.float32, reset=False)
         shape = image_shape or tuple(X.shape[1:])
         if shape != self.input_shape_:
@@ -779,12 +699,12 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         there is one: checked there before any work, or rounded to it."""
         X = self._validate_X(X)
         grid = self._grid()
-        return X if grid is None else _on_grid(X, grid)
+        return X if grid is None else on_grid(X, grid)
 
     def _task(self, strategy, radius=None):
         """The engine's picture of this classifier under ``strategy``."""
         grid = self._grid()
-        _check_grid_strategy(grid, strategy)
+        check_grid_strategy(grid, strategy)
         return SmoothingTask(
             network=certification_network(
                 self.net_,
@@ -1081,86 +1001,3 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
         score : float
         """
         return super().score(X, y, sample_weight=sample_weight)
-
-
-def _check_nested_params(name, current, nested):
-    """A ValueError naming the strategies (or trainings) a nested parameter
-    belongs to, where ``current`` has no such parameter: ``strategy__kappa``
-    with ``strategy='cohen'`` says that ``kappa`` is ANCER's and RANCER's."""
-    registry = STRATEGIES if name == "strategy" else TRAININGS
-    resolve = get_strategy if name == "strategy" else get_training
-    try:
-        target = resolve(current)
-        valid = set(target.get_params(deep=False))
-    except (ValueError, TypeError, AttributeError):
-        return  # an unknown name or object: the usual validation says so
-    for key in nested:
-        param = key.split("__")[0]
-        if param in valid:
-            continue
-        owners = sorted(
-            {
-                option
-                for option, cls in registry.items()
-                if param in cls().get_params(deep=False)
-                and getattr(cls(), "name", option) == option  # no aliases
-            }
-        )
-        shown = f"{name}={current!r}" if isinstance(current, str) else repr(target)
-        takes = ", ".join(sorted(valid)) if valid else "none"
-        if owners:
-            where = "it belongs to " + ", ".join(f"{name}={o!r}" for o in owners)
-            fix = (
-                f"; set {name}={owners[0]!r} with it, e.g. set_params({name}="
-                f"{owners[0]!r}, {name}__{key}=...), or in a grid "
-                f"{{'{name}': [{owners[0]!r}], '{name}__{key}': [...]}}"
-            )
-        else:
-            close = difflib.get_close_matches(param, sorted(valid), n=1)
-            where = f"did you mean {close[0]!r}" if close else ""
-            where = where or f"no {name} smoothlearn knows takes it"
-            fix = ""
-        raise ValueError(
-            f"Invalid parameter {param!r} for {shown} ({name}__{key}; its "
-            f"parameters: {takes}): {where}{fix}."
-        )
-
-
-def _check_grid_strategy(grid, strategy):
-    """Refuse, before any work, a strategy the grid path cannot sample exactly."""
-    if grid is not None and not getattr(strategy, "on_grid", True):
-        raise ValueError(
-            f"strategy {strategy.name!r} has no exact sampler on the grid (rotated "
-            "scales and mean offsets: round(S z / h) is not a product of "
-            "one-dimensional laws); use grid=None with it, or cohen, isotropic_dd, "
-            "ancer or ucan_pattern on the grid."
-        )
-
-
-def _on_grid(X, grid):
-    """``X`` checked on ``grid`` (or rounded to it), as float32 grid points."""
-    shape = X.shape
-    j = grid.indices(X.reshape(len(X), -1))
-    if grid.off_grid == "raise":
-        return X
-    return (j * grid.step).astype(np.float32).reshape(shape)
-
-
-def _flatten_images(X):
-    """``(X, image_shape)``: image-shaped inputs flattened for validation.
-
-    scikit-learn's validation counts ``X.shape[1]`` as the features, which for
-    ``(n, C, H, W)`` images would be the channels; flattened, every value is a
-    feature. Flat inputs (data frames included) pass through with None.
-    """
-    if hasattr(X, "columns"):
-        return X, None
-    if not hasattr(X, "ndim"):  # lists and other array-likes
-        try:
-            X = np.asarray(X)
-        except ValueError:  # ragged nested lists: validation will say so
-            return X, None
-    if X.ndim <= 2:
-        return X, None
-    X = np.asarray(X)
-    return X.reshape(len(X), -1), tuple(X.shape[1:])
