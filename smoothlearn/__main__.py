@@ -193,7 +193,7 @@ def run(args):
         )
         results[strategy] = cert
         if args.attack:
-            attacks[strategy] = _attack(args, clf, X, y)
+            attacks[strategy] = _attack(args, clf, X, y, scaler, X_raw)
     denoiser = clf.denoiser_
     header = (
         f"data={data.name} n_test={len(X)} noise={clf.noise_.name} "
@@ -224,12 +224,17 @@ def run(args):
 ATTACK_STEPS, ATTACK_DRAWS, ATTACK_PREDICT = 20, 16, 10_000
 
 
-def _attack(args, clf, X, y):
-    """PGD on ``clf``'s smoothed soft classifier at ``args.radii``."""
+def _attack(args, clf, X, y, scaler=None, X_raw=None):
+    """PGD on ``clf``'s smoothed soft classifier at ``args.radii``: behind
+    ``--standardize``, in the units the certificates are in (``--space``)."""
     from .attacks import smoothed_pgd_attack
 
     tell(args, f"attacking {len(X)} inputs at radii {list(args.radii)} ...")
     start = time.perf_counter()
+    if scaler is not None and args.space == "input":
+        from sklearn.pipeline import make_pipeline
+
+        clf, X = make_pipeline(scaler, clf), X_raw
     results = smoothed_pgd_attack(
         clf,
         X,

@@ -44,6 +44,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from .banks import ESTIMATION, bank_key
 from .blocks import INPUT_BLOCK
@@ -302,11 +303,12 @@ def _random_start(shape, radius, norm, generator, device):
 def _pgd(
     loss, m, d, radius, norm, n_steps, step_size, n_restarts, generator, shape=None
 ):
-    """The perturbation of each input with the largest loss over the restarts.
+    """The ``u`` of each input with the largest loss over the restarts.
 
-    PGD over ``u`` in the ball of ``radius`` (in ``norm``); the perturbation
-    is ``shape(u)`` (a region's linear map ``T_i u``, so that the ball maps
-    onto the region), or ``u`` itself when ``shape`` is None.
+    PGD over ``u`` in the ball of ``radius`` (in ``norm``); the classifier's
+    input is perturbed by ``shape(u)`` (a region's linear map ``T_i u``, so
+    that the ball maps onto the region; a pipeline's linear part ``A u``), or
+    by ``u`` itself when ``shape`` is None.
     """
     device = loss.network.device
     shape = (lambda u: u) if shape is None else shape
@@ -330,10 +332,9 @@ def _pgd(
                 u = u + step_size * _ascent_step(grad, norm, 0.99)
                 u = _project(u, radius, norm)
         with torch.no_grad():
-            delta = shape(u)
-            final = loss(delta, judge)
+            final = loss(shape(u), judge)
             better = final > best_loss
-            best[better], best_loss[better] = delta[better], final[better]
+            best[better], best_loss[better] = u[better], final[better]
     return best
 
 
@@ -343,14 +344,15 @@ def _in_ball(radius, norm):
     return lambda actual: np.linalg.norm(actual, ord=ord_, axis=1) <= radius
 
 
-def _evaluated(X, delta, inside):
-    """``(attacked, perturbation)``: the float32 attacked inputs and how they
-    differ from ``X`` in float64, shrunk until ``inside`` holds of that
-    difference (the set is convex and holds 0)."""
+def _evaluated(X, delta, inside, dtype=np.float32):
+    """``(attacked, perturbation)``: the attacked inputs (of ``dtype``, as
+    the classifier or a pipeline takes them) and how they differ from ``X`` in
+    float64, shrunk until ``inside`` holds of that difference (the set is
+    convex and holds 0)."""
     delta = np.array(delta, dtype=np.float64)
     # shrinks of 2^-20, 2^-19, ..., 1/2, then 0 (always inside)
     for k in range(22):
-        attacked = (X + delta).astype(np.float32)
+        attacked = (X + delta).astype(dtype)
         actual = attacked.astype(np.float64) - X.astype(np.float64)
         over = ~inside(actual)
         if not over.any():
@@ -373,6 +375,7 @@ def smoothed_pgd_attack(
     y,
     radius,
     *,
+    space="input",
     n_steps=20,
     step_size=None,
     n_restarts=1,
@@ -388,15 +391,26 @@ def smoothed_pgd_attack(
 
     Parameters
     ----------
-    estimator : SmoothedClassifier
-        Fitted. (For a pipeline, attack its last step on the transformed
-        inputs; the radius is then in the classifier's space.)
+    estimator : SmoothedClassifier, Pipeline or fitted search
+        Fitted: a :class:`~smoothlearn.SmoothedClassifier`, or a pipeline
+        (or refit ``GridSearchCV``) ending in one, as
+        :func:`~smoothlearn.certify_estimator` takes.
     X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        Inputs as the estimator takes them (before its preprocessing).
     y : array-like of shape (n_samples,)
         True labels.
     radius : float or array-like of floats
         The attack's radius (or radii), in the noise family's norm (l2 for
-        gaussian, l1 for uniform and laplace), in ``X``'s units.
+        gaussian, l1 for uniform and laplace), in ``space``'s units.
+    space : {'input', 'model'}, default='input'
+        Behind a pipeline's steps, where the attacker perturbs, as
+        :func:`~smoothlearn.certify_estimator`'s certificates speak:
+        ``'input'``, ``X`` itself (the steps must be affine maps smoothlearn
+        knows; PGD searches ``u`` in ``X``'s units, the classifier seeing
+        ``z + A u``, and each attacked point is judged at the steps'
+        transform of ``x + u``); ``'model'``, the inputs the classifier sees
+        (exactly an attack on ``pipe[-1]`` of ``pipe[:-1].transform(X)``).
+        Without steps both are ``X``'s units.
     n_steps : int, default=20
         Gradient steps per restart.
     step_size : float, default=None
@@ -419,18 +433,12 @@ def smoothed_pgd_attack(
     AttackResult or list of AttackResult
         One per radius (a list for a list of radii).
     """
-    from .estimators import SmoothedClassifier
-
-    if not isinstance(estimator, SmoothedClassifier):
-        raise TypeError(
-            "smoothed_pgd_attack attacks a fitted SmoothedClassifier; got "
-            f"{type(estimator).__name__}. For a pipeline, attack pipe[-1] on "
-            "pipe[:-1].transform(X) (radii in the classifier's space)."
-        )
     radii = _check_attack_params(
         radius, n_steps, step_size, n_restarts, n_draws, n_predict
     )
-    X_flat = estimator._validate_X(X)
+    estimator, X_flat, preimage = _attack_target(
+        estimator, X, space, "smoothed_pgd_attack"
+    )
     y = np.asarray(y)
     if y.ndim != 1 or len(y) != len(X_flat):
         raise ValueError(
@@ -441,7 +449,7 @@ def smoothed_pgd_attack(
     settings = (n_steps, step_size, n_restarts, n_draws, n_predict, random_state)
     target = _class_indices(estimator.classes_, y)
     clean_index, attacked, perturbation, norm = _attack(
-        estimator, X_flat, target, balls, *settings
+        estimator, X_flat, target, balls, *settings, preimage=preimage
     )
     results = [
         _result(
@@ -500,6 +508,85 @@ class _Ball:
         )
 
 
+class _Preimage:
+    """The inputs of a pipeline and its affine steps before the smoothed
+    classifier: the attack searches ``u`` in the inputs' units, the classifier
+    sees ``z + A u`` while it searches (``A`` the steps' linear part, exact
+    for an affine map) and the steps' own transform of ``x + u`` when the
+    attacked point is judged."""
+
+    def __init__(self, X, steps, a, classifier):
+        self.columns = getattr(X, "columns", None)
+        X = np.asarray(X)
+        self.dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64
+        self.X = X.reshape(len(X), -1).astype(np.float64)
+        self.steps, self.a, self.classifier = steps, a, classifier
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+    def shape(self, device):
+        """``u -> A u`` on rows of ``u`` (torch)."""
+        a = torch.as_tensor(self.a, dtype=torch.float32, device=device)
+        if a.ndim == 1:
+            return lambda u: u * a
+        return lambda u: u @ a.T
+
+    def evaluated(self, rows, u, inside):
+        """``(Z, perturbation)``: the classifier's inputs at the attacked
+        points of rows ``rows`` and the perturbations in the inputs' units."""
+        attacked, actual = _evaluated(self.X[rows], u, inside, dtype=self.dtype)
+        Z = attacked
+        if self.columns is not None:  # steps fitted on a data frame
+            import pandas as pd
+
+            Z = pd.DataFrame(attacked, columns=self.columns)
+        for step in self.steps:
+            Z = step.transform(Z)
+        return self.classifier._validate_X(Z), actual
+
+
+def _attack_target(estimator, X, space, name):
+    """``(classifier, X_flat, preimage)``: the smoothed classifier that
+    ``estimator`` ends in, its inputs (after the steps before it) and, for
+    ``space='input'`` behind steps, the :class:`_Preimage` the attack
+    searches in."""
+    from .estimators import SmoothedClassifier
+    from .pipeline import SPACES, _compose, affine_map, smoothed_classifier_of
+
+    if not (isinstance(space, str) and space in SPACES):
+        raise ValueError(f"space must be 'input' or 'model'; got {space!r}.")
+    try:
+        steps, classifier = smoothed_classifier_of(estimator)
+    except TypeError:
+        steps, classifier = [], None
+    if not isinstance(classifier, SmoothedClassifier):
+        raise TypeError(
+            f"{name} attacks a fitted SmoothedClassifier, or a Pipeline or fitted "
+            f"search ending in one; got {type(estimator).__name__}."
+        )
+    if not steps:
+        return classifier, classifier._validate_X(X), None
+    check_is_fitted(classifier)
+    Z = X
+    for step in steps:
+        Z = step.transform(Z)
+    Z_flat = classifier._validate_X(Z)
+    if space == "model":
+        return classifier, Z_flat, None
+    a = _compose([affine_map(step) for step in steps])
+    if a is None:
+        unknown = [type(s).__name__ for s in steps if affine_map(s) is None]
+        raise ValueError(
+            f"space='input' attacks in X's units through the steps before the "
+            f"classifier, and {', '.join(unknown)} is not an affine map "
+            "smoothlearn knows; attack with space='model' (radii in the "
+            "classifier's space)."
+        )
+    return classifier, Z_flat, _Preimage(X, steps, a, classifier)
+
+
 def _attack(
     estimator,
     X_flat,
@@ -511,9 +598,14 @@ def _attack(
     n_draws,
     n_predict,
     random_state,
+    preimage=None,
 ):
     """The attack of each ball in ``balls``: ``(clean_index, attacked_index,
-    perturbation, norm)``, the indices -1 where PREDICT abstained."""
+    perturbation, norm)``, the indices -1 where PREDICT abstained.
+
+    ``X_flat`` are the classifier's inputs; with ``preimage`` (a
+    :class:`_Preimage`) the balls and the perturbations are in the units of
+    the pipeline's inputs."""
     strategy = estimator._certification_strategy()
     task = estimator._task(strategy)
     network, family = task.network, task.family
@@ -523,7 +615,8 @@ def _attack(
     seed = check_random_state(random_state).randint(2**31 - 1)
     generator = torch.Generator(device=network.device)
     bank = task.bank(key, ESTIMATION, X_flat.shape[1])
-    n_inputs, d = X_flat.shape
+    n_inputs = len(X_flat)
+    d = X_flat.shape[1] if preimage is None else preimage.n_features
     clean_index = np.empty(n_inputs, dtype=np.intp)
     attacked_index = np.empty((len(balls), n_inputs), dtype=np.intp)
     perturbation = np.empty((len(balls), n_inputs, d))
@@ -544,7 +637,11 @@ def _attack(
             generator.manual_seed(_attack_seed(seed, ball.radius))
             r = ball.radius
             size = 2.5 * r / n_steps if step_size is None else step_size
-            delta = _pgd(
+            if preimage is None:
+                shape = ball.shape(rows, network.device)
+            else:
+                shape = preimage.shape(network.device)
+            u = _pgd(
                 loss,
                 len(Xb),
                 d,
@@ -554,11 +651,18 @@ def _attack(
                 size,
                 n_restarts,
                 generator,
-                shape=ball.shape(rows, network.device),
+                shape=shape,
             )
-            attacked, actual = _evaluated(
-                Xb, delta.detach().cpu().numpy(), ball.inside(rows, norm)
-            )
+            inside = ball.inside(rows, norm)
+            if preimage is not None:  # judged at the steps' transform of x + u
+                attacked, actual = preimage.evaluated(
+                    rows, u.detach().cpu().numpy(), inside
+                )
+            else:
+                delta = u if shape is None else shape(u)
+                attacked, actual = _evaluated(
+                    Xb, delta.detach().cpu().numpy(), inside
+                )
             perturbation[j, rows] = actual
             attacked_index[j, rows] = predict_from_counts(
                 task.count(attacked, run, bank, n_predict), estimator.alpha
@@ -665,12 +769,12 @@ def empirical_robust_accuracy(estimator, X, y, radius, **attack_params):
 
     Parameters
     ----------
-    estimator : SmoothedClassifier
+    estimator : SmoothedClassifier, Pipeline or fitted search
     X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
     y : array-like of shape (n_samples,)
     radius : float or array-like of floats
     **attack_params
-        ``n_steps``, ``step_size``, ``n_restarts``, ``n_draws``,
+        ``space``, ``n_steps``, ``step_size``, ``n_restarts``, ``n_draws``,
         ``n_predict``, ``random_state`` of :func:`smoothed_pgd_attack`.
 
     Returns

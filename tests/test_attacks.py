@@ -370,3 +370,83 @@ def test_the_attack_catches_certificates_made_unsound():
     assert ball.flips_inside(inflated).sum() >= 10
     region = attack_certified_regions(clf, X, inflated, random_state=0)
     assert region.flips_inside(inflated).mean() > 0.9
+
+
+def _scaled_linear_pipeline(seed=4):
+    """A StandardScaler before a linear truth, on features of spreads 0.1 to
+    30: ``(pipe, X, y, w, a)``, ``a`` the scaler's linear part."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.RandomState(seed)
+    w, b = rng.randn(4), 0.2
+    spread, shift = np.array([0.1, 1.0, 5.0, 30.0]), np.array([0.0, 3.0, -2.0, 10.0])
+    Z = _beside_a_boundary(w, b, n_side=30, seed=seed)
+    X = Z.astype(np.float64) * spread + shift
+    scaler = StandardScaler().fit(X)
+    Z = scaler.transform(X)  # the classifier's inputs, on both sides
+    y = (Z @ w + b > 0).astype(int)
+    classifier = SmoothedClassifier(
+        linear_module(w, b),
+        sigma=SIGMA,
+        max_epochs=0,
+        n=20_000,
+        batch_size=20_000,
+        random_state=0,
+    )
+    pipe = make_pipeline(scaler, classifier)
+    pipe[-1].fit(Z.astype(np.float32), y)  # the scaler fitted above, kept
+    return pipe, X, y, w, 1.0 / scaler.scale_
+
+
+def test_a_pipeline_is_attacked_in_the_units_of_its_inputs():
+    """Input units: the optimum of a linear truth behind a scaler is the whole
+    radius along ``A w`` (``w.(A delta)`` is largest there), and no input is
+    flipped inside its input-units certificate; model units: exactly the
+    attack of the last step on the transformed inputs."""
+    from smoothlearn import certify_estimator
+
+    pipe, X, y, w, a = _scaled_linear_pipeline()
+    params = {"n_steps": 20, "n_draws": 8, "random_state": 0}
+    result = smoothed_pgd_attack(pipe, X, y, RADIUS, **params)
+    direction = a * w / np.linalg.norm(a * w)
+    side = np.sign(pipe[0].transform(X) @ w + 0.2)
+    assert result.perturbation.shape == X.shape
+    np.testing.assert_allclose(
+        result.perturbation, -RADIUS * side[:, None] * direction, atol=1e-4
+    )
+    assert (np.linalg.norm(result.perturbation, axis=1) <= RADIUS).all()
+    cert = certify_estimator(pipe, X)
+    assert cert.space == "input"
+    assert not result.flips_inside(cert).any()
+    certified = ~cert.abstained & (cert.radius >= RADIUS)
+    assert result.robust[certified].all()
+    # the optimum flips what lies closer than r ||A w|| / ||w|| in the
+    # classifier's l2 units, which the attack reaches
+    margin = (pipe[0].transform(X) @ w + 0.2) * side / np.linalg.norm(w)
+    close = margin < 0.9 * RADIUS * np.linalg.norm(a * w) / np.linalg.norm(w)
+    assert close.sum() >= 5
+    assert (result.attacked_label[close] == 1 - y[close]).all()
+
+    in_model = smoothed_pgd_attack(pipe, X, y, RADIUS, space="model", **params)
+    last = smoothed_pgd_attack(
+        pipe[-1], pipe[:-1].transform(X).astype(np.float32), y, RADIUS, **params
+    )
+    np.testing.assert_array_equal(in_model.perturbation, last.perturbation)
+    np.testing.assert_array_equal(in_model.attacked_label, last.attacked_label)
+    assert empirical_robust_accuracy(pipe, X, y, RADIUS, **params) == result.accuracy
+
+
+def test_a_pipeline_step_that_is_no_known_affine_map_is_attacked_in_model_units():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    pipe, X, y, _, _ = _scaled_linear_pipeline()
+    bent = make_pipeline(pipe[0], FunctionTransformer(np.tanh), pipe[-1])
+    params = {"n_steps": 2, "n_draws": 4, "n_predict": 200, "random_state": 0}
+    with pytest.raises(ValueError, match="FunctionTransformer.*space='model'"):
+        smoothed_pgd_attack(bent, X[:4], y[:4], RADIUS, **params)
+    result = smoothed_pgd_attack(bent, X[:4], y[:4], RADIUS, space="model", **params)
+    assert result.perturbation.shape == (4, 4)
+    with pytest.raises(ValueError, match="space"):
+        smoothed_pgd_attack(pipe, X[:4], y[:4], RADIUS, space="classifier")

@@ -570,7 +570,7 @@ def test_standardized_tabular_data_is_certified_in_the_space_asked(tmp_path, cap
     np.savez(tmp_path / "cancer.npz", X=X, y=y)
     common = ["certify", "--data", str(tmp_path / "cancer.npz"), "--standardize"]
     common += ["--sigma", "0.5", "--n", "1000", "--n-test", "30", "--max-epochs", "5"]
-    common += ["--hidden", "32", "-q", "--no-plot"]
+    common += ["--hidden", "32", "-q", "--no-plot", "--attack", "--radii", "0", "0.5"]
     assert main([*common, "--space", "model", "--out", str(tmp_path / "m")]) == 0
     model_run = capsys.readouterr()
     assert "standardize=1 space=model" in model_run.out
@@ -590,6 +590,16 @@ def test_standardized_tabular_data_is_certified_in_the_space_asked(tmp_path, cap
     spread = StandardScaler().fit(data.X_train).scale_.min()
     np.testing.assert_allclose(in_input.radius, in_model.radius * spread, rtol=1e-9)
     assert in_model.radius.max() > 0.5
+    # the attack in the certificates' units: 0.5 in the data's units is far
+    # more in the model's (up to 0.5 / 0.0023), where 0.5 flips few
+    attacked = {}
+    for space in "mi":
+        rows = (tmp_path / space / "attack.txt").read_text().splitlines()
+        certified, attack = rows[2].split(), rows[3].split()
+        assert attack[-1] == "0"  # no flip inside a certified region
+        assert float(attack[3]) >= float(certified[3])
+        attacked[space] = float(attack[3])
+    assert attacked["i"] < attacked["m"] - 50
     images = main(["certify", "--images", "--standardize", "--out", str(tmp_path)])
     assert images == 2 and "--standardize is for flat" in capsys.readouterr().err
 
