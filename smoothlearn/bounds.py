@@ -56,7 +56,7 @@ import numpy as np
 from scipy.stats import beta as _beta
 from scipy.stats import binom as _binom
 
-from .noise import get_noise
+from .noise import QUANTILE_MARGIN, get_noise
 
 __all__ = [
     "FIRST_LOOK",
@@ -93,8 +93,10 @@ UPPER_QUANTILE = 0.9
 def clopper_pearson_lower(k, n, alpha):
     """One-sided ``(1 - alpha)`` Clopper-Pearson lower bound of a binomial proportion.
 
-    ``beta.ppf(alpha, k, n - k + 1)``, and 0 where ``k = 0``. ``k``, ``n``
-    and ``alpha`` broadcast.
+    ``beta.ppf(alpha, k, n - k + 1)`` taken down by
+    :data:`~smoothlearn.noise.QUANTILE_MARGIN` (scipy's value lies within a
+    few ulps of the exact bound, on either side), and 0 where ``k = 0``.
+    ``k``, ``n`` and ``alpha`` broadcast.
 
     Examples
     --------
@@ -104,7 +106,7 @@ def clopper_pearson_lower(k, n, alpha):
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         p = _beta.ppf(alpha, k, n - k + 1)
-    return np.where(k > 0, p, 0.0)
+    return np.where(k > 0, p * (1.0 - QUANTILE_MARGIN), 0.0)
 
 
 def largest_certifiable_radius(noise, sigma, n, alpha):
@@ -144,6 +146,9 @@ def largest_certifiable_radius(noise, sigma, n, alpha):
 def clopper_pearson_upper(k, n, alpha):
     """One-sided ``(1 - alpha)`` Clopper-Pearson upper bound; 1 where ``k = n``.
 
+    ``beta.ppf(1 - alpha, k + 1, n - k)`` taken up by
+    :data:`~smoothlearn.noise.QUANTILE_MARGIN` (at most 1).
+
     Examples
     --------
     >>> round(float(clopper_pearson_upper(0, 100, 0.001)), 6)
@@ -153,7 +158,7 @@ def clopper_pearson_upper(k, n, alpha):
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         p = _beta.ppf(1.0 - np.asarray(alpha, dtype=np.float64), k + 1, n - k)
-    return np.where(k < n, p, 1.0)
+    return np.where(k < n, np.minimum(p * (1.0 + QUANTILE_MARGIN), 1.0), 1.0)
 
 
 def expected_gap(p, n, alpha, family):
@@ -330,4 +335,7 @@ def top_two_pvalue(counts):
 def predict_from_counts(counts, alpha):
     """PREDICT from a count table: the top class index, or -1 where abstained."""
     top = np.argmax(counts, axis=1)
-    return np.where(top_two_pvalue(counts) <= alpha, top, -1)
+    # the p-value as computed, taken up by the margin: a decision only where
+    # the exact one is at most alpha too
+    pvalue = top_two_pvalue(counts) * (1.0 + QUANTILE_MARGIN)
+    return np.where(pvalue <= alpha, top, -1)
