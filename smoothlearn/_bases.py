@@ -107,15 +107,21 @@ def gram_defect_bound(basis):
     m, d, k = stack.shape
     wide = m * d * k * k <= _WIDE_WORK
     dtype = np.longdouble if wide else np.float64
-    unit = float(np.finfo(dtype).eps)  # twice the unit roundoff: gamma_d <= d eps
-    if not d * unit <= 0.5:
-        raise ValueError(f"a basis of {d} rows is beyond this bound's range")
+    # the platform's own epsilon (long double is float64 on some platforms);
+    # twice the unit roundoff, so gamma_d <= d eps
+    unit = float(np.finfo(dtype).eps)
+    if not d * unit * np.sqrt(k) <= 0.5:  # the solve below and its rounding
+        raise ValueError(f"a basis of {d} x {k} is beyond this bound's range")
     w = stack.astype(dtype)
-    defect = (w.swapaxes(1, 2) @ w - np.eye(k, dtype=dtype)).astype(np.float64)
-    computed = np.sqrt(np.sum(defect**2, axis=(1, 2))) * (1.0 + (k * k + 8) * _EPS)
+    # an overflow in U^T U (entries near 1e154) leaves no bound: infinite
+    with np.errstate(over="ignore", invalid="ignore"):
+        defect = (w.swapaxes(1, 2) @ w - np.eye(k, dtype=dtype)).astype(np.float64)
+        computed = np.sqrt(np.sum(defect**2, axis=(1, 2)))
+    computed = computed * (1.0 + (k * k + 8) * _EPS)
     gamma = d * unit
     bound = (computed + gamma * k) / (1.0 - gamma * np.sqrt(k))
     bound = bound * (1.0 + 4.0 * _EPS)  # the last three float64 operations
+    bound = np.where(np.isfinite(bound), bound, np.inf)
     return float(bound[0]) if single else bound
 
 

@@ -705,6 +705,7 @@ class CutGeometry:
                 shrink = 1.0 - (
                     8.0 * gram_error * spread / low + 16.0 * (n_features + k) * eps
                 )
+                shrink = max(shrink, 0.0)  # no room proved: a point
                 values, rest = values * shrink, rest * shrink
             out = type(self)(values, self.basis[[i]], rest)
             # inside the ball of the limit as run too (S' is r' I + U D' U^T,

@@ -660,9 +660,7 @@ def _attack(
                 )
             else:
                 delta = u if shape is None else shape(u)
-                attacked, actual = _evaluated(
-                    Xb, delta.detach().cpu().numpy(), inside
-                )
+                attacked, actual = _evaluated(Xb, delta.detach().cpu().numpy(), inside)
             perturbation[j, rows] = actual
             attacked_index[j, rows] = predict_from_counts(
                 task.count(attacked, run, bank, n_predict), estimator.alpha

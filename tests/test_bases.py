@@ -82,3 +82,20 @@ def test_the_plain_float64_defect_rounds_below_the_exact_one():
         below += Fraction(naive) ** 2 < exact
         assert Fraction(gram_defect_bound(u)) ** 2 >= exact
     assert below >= 5
+
+
+def test_gram_defect_bound_of_an_overflowing_or_oversized_basis():
+    """An independent checker's cases: U^T U overflowing in float64 (NaN
+    there) gives an infinite bound, never NaN; a basis beyond the bound's
+    range is refused."""
+    d = 1000
+    u = np.full((d, 2), 1e155)
+    u[d // 2 :, 1] = -1e155
+    with mock.patch.object(_bases, "_WIDE_WORK", 0):
+        assert gram_defect_bound(u) == np.inf
+    assert gram_defect_bound(u) >= 0  # long double: no overflow, or inf
+    # 2^50 x 9 rows of zeros, not stored: d eps sqrt(k) = 0.75 in float64
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1), (2**50, 9), (0, 0))
+    with mock.patch.object(_bases, "_WIDE_WORK", 0):
+        with pytest.raises(ValueError, match="beyond"):
+            gram_defect_bound(huge)
