@@ -457,6 +457,24 @@ class RowSampler:
             flat[unsure] = torch.as_tensor(exact, device=k.device)
         return k
 
+    def exact_count(self, words, cols):
+        """``k`` of words ``words`` (numpy int64) at coordinates ``cols`` on
+        the CPU, as :meth:`sample` finds it (the guide, then exact compares):
+        for the few words another path leaves open."""
+        tables = self.table_set
+        index = np.right_shift(words, 64 - tables.bits) + self.guide_start[cols]
+        guide = tables.guides[index]
+        k = guide >> 1
+        flagged = np.flatnonzero(guide & 1)
+        if len(flagged):
+            k[flagged] = self._exact(
+                words[flagged],
+                k[flagged],
+                cols[flagged],
+                tables.crowded[index[flagged]],
+            )
+        return k
+
     def _scratch(self, name):
         """A buffer of the window's shape (d, w), kept by the table set."""
         top = self.table_set._top[1]
