@@ -29,19 +29,22 @@ is within ``E_c`` of ``Psi`` on ``[A - 1, B + 1]``:
   are left to the exact search;
 * float64 arithmetic adds under ``2^-48``.
 
-Per row (:meth:`QuantileBounds.sample`): ``y_lo = fl32(fl32(r * lo) + 1/2 -
-2^-22)``, ``y_hi`` likewise from ``hi`` with ``+ 2^-22``, ``r = fl32(rho_t)``
-(``rho_t = s / h`` of the coordinate's table). Where ``floor(y_lo) =
-floor(y_hi) = m``, ``k = m``: the thresholds give ``k >= floor(rho_t
-Psi(u - 1) + 1/2)`` (a word at or past ``2^64 Phi(tau_i) + 1`` is past ``T_i``)
-and ``k <= floor(rho_t Psi(u + 2) + 1/2)`` (a word at or below ``2^64
-Phi(tau_i) - 2`` is below it), and ``y_lo``, ``y_hi`` bound those from below
-and above: ``lo`` and ``hi`` carry, besides ``E_c``, a relative ``2^-21`` of
-themselves, which covers float32's three roundings (``r``, the product, the
-sum: ``2^-24`` relative each) and ``lo``'s own rounding to float32, and the
-``2^-22`` covers the sum's rounding of the ``1/2``. Elsewhere (a fraction of
-about ``2^-20 |y|``, and every word beyond ``KNOT_Z``) the exact search of the
-coordinate's thresholds decides. A row takes this path only where every
+Per row (:meth:`QuantileBounds.sample`), with ``j`` the input's integer
+vector: ``y_lo = fl32(fl32(r * lo) + c_lo)``, ``c_lo`` the float32 at or
+below ``j + 1/2 - 2^-22 (|j| + 1)``, ``y_hi`` likewise from ``hi`` and ``c_hi``
+at or above ``j + 1/2 + 2^-22 (|j| + 1)``, ``r = fl32(rho_t) / rho*`` (``rho_t =
+s / h`` of the coordinate's table; ``lo``, ``hi`` are in cells, ``rho*`` times
+the quantile). Where ``floor(y_lo) = floor(y_hi)``, that is ``j + k``: the
+thresholds give ``k >= floor(rho_t Psi(u - 1) + 1/2)`` (a word at or past
+``2^64 Phi(tau_i) + 1`` is past ``T_i``) and ``k <= floor(rho_t Psi(u + 2) +
+1/2)`` (a word at or below ``2^64 Phi(tau_i) - 2`` is below it), and ``y_lo``,
+``y_hi`` bound ``j`` plus those from below and above: ``lo`` and ``hi`` carry,
+besides ``E_c``, a relative ``2^-21`` of themselves, which covers float32's
+roundings of ``r``, of the product and of the sum's part in ``|r lo|`` (``2^-24``
+relative each) and ``lo``'s own rounding to float32; ``2^-22 (|j| + 1)`` covers
+the sum's rounding of ``j + 1/2``. Elsewhere (about ``2^-20 |y|`` of the words,
+and every word beyond ``KNOT_Z``) the coordinate's exact search decides.
+A row takes this path only where every
 table's ``K`` holds every ``m`` this can give (:func:`bounded_row`).
 """
 
@@ -63,10 +66,10 @@ KNOT_GUIDE_BITS = 20
 #: Cells whose knots lie within ``|s| <= KNOT_Z`` are decided by arithmetic.
 KNOT_Z = 6.0
 
-#: The relative slack of ``lo`` and ``hi`` for float32's roundings, and the
-#: absolute one of the ``1/2``.
+#: The relative slack of ``lo`` and ``hi`` for float32's roundings; the sum's
+#: rounding of ``j + 1/2`` takes ``CENTRE_SLACK (|j| + 1)``.
 RELATIVE_SLACK = 2.0**-21
-HALF_SLACK = 2.0**-22
+CENTRE_SLACK = -22  # as a power of two
 
 #: ``16 / (2^64 phi(KNOT_Z + 0.002))``, rounded up: a knot's offset, the
 #: ``u - 1`` and ``u + 2`` shifts (scipy's ``norm.pdf(6.002)`` is 6.0034e-9).
@@ -87,16 +90,18 @@ def _cell_margins(K, cells):
     return margin
 
 
-def bounded_row(family, tables):
+def bounded_row(family, tables, largest=0):
     """Whether a row whose coordinates draw from ``tables`` may take the
-    arithmetic path: a gaussian's, and every table's ``K`` at least every
-    ``floor(y)`` a word of an eligible cell gives (else the clipped count of
-    thresholds and ``m`` could differ), ``|y|`` far below ``2^24``."""
+    arithmetic path, for inputs with ``|j| <= largest``: a gaussian's, and
+    every table's ``K`` at least every ``floor(y) - j`` a word of an eligible
+    cell gives (else the count of thresholds, which stops at ``K``, and the
+    arithmetic could differ), ``|y|`` far below ``2^24``."""
     if family.name != "gaussian":
         return False
+    spare = 2.0**-21 * (largest + 1) + 2.0**-19
     for table in tables:
         rho = table.scale / table.step
-        reach = rho * (KNOT_Z + 2.0 / KNOT_RHO) * (1 + 2**-19) + 0.5 + 2**-19
+        reach = rho * (KNOT_Z + 2.0 / KNOT_RHO) * (1 + 2**-19) + 0.5 + spare
         if not (reach < table.half_width + 1 and reach < 2**22):
             return False
     return True
@@ -205,24 +210,52 @@ class QuantileBounds:
             )
         return c
 
-    def sample(self, sampler, words):
-        """``k`` (a float32 tensor of integers, (w, d), in a kept buffer valid
-        until the next call) of the row ``sampler`` for the window's
-        ``words``: the same values as ``sampler.sample(words)``."""
+    def sample(self, sampler, words, centre=None, out=None, rows=None):
+        """``j + k`` (float32 integers, (w, d)) of the row ``sampler`` for the
+        window's ``words`` (its rows ``rows = (a, b)`` only, if given), ``k``
+        the same values as ``sampler.sample(words)`` and ``j`` the integer
+        vector ``centre`` (a float32 tensor (d,); None: 0), written into
+        ``out`` (by default a kept buffer the next call reuses)."""
         lo, hi = self.bounds(words)
+        if rows is not None:
+            lo, hi, words = (v[rows[0] : rows[1]] for v in (lo, hi, words))
         rho = self._rho(sampler)
-        low = self._buffer("low", lo.shape, np.float32)
-        high = self._buffer("high", lo.shape, np.float32)
-        torch.addcmul(self._half(-1), lo, rho, out=low).floor_()
-        torch.addcmul(self._half(1), hi, rho, out=high).floor_()
+        low, high = self._centres(centre)
+        if out is None:
+            out = self._buffer("out", lo.shape, np.float32)
+        torch.addcmul(low, lo, rho, out=out).floor_()
+        high = torch.addcmul(
+            high, hi, rho, out=self._buffer("high", lo.shape, np.float32)
+        )
+        high.floor_()
         unsure = self._buffer("unsure", lo.shape, np.bool_).numpy()
-        unsure = np.flatnonzero(np.not_equal(low.numpy(), high.numpy(), out=unsure))
+        unsure = np.flatnonzero(np.not_equal(out.numpy(), high.numpy(), out=unsure))
         if len(unsure):
-            rows, cols = np.divmod(unsure, lo.shape[1])
-            low.numpy().reshape(-1)[unsure] = sampler.exact_count(
-                words.numpy()[rows, cols], cols
+            at, cols = np.divmod(unsure, lo.shape[1])
+            k = sampler.exact_count(words.numpy()[at, cols], cols)
+            if centre is not None:
+                k = k + centre.numpy()[cols]
+            out.view(-1)[torch.from_numpy(unsure)] = torch.from_numpy(
+                np.asarray(k, dtype=np.float32)
             )
-        return low
+        return out
+
+    def _centres(self, centre):
+        """``(j + 1/2 - e, j + 1/2 + e)`` rounded outward to float32, ``e =
+        2^-22 (|j| + 1)``: what ``y_lo`` and ``y_hi`` add (module docstring)."""
+        j = np.zeros(1) if centre is None else centre.numpy().astype(np.float64)
+        slack = np.ldexp(
+            np.abs(j) + 1, CENTRE_SLACK
+        )  # exact: j is an integer below 2^24
+        out = []
+        for target, toward in ((j + 0.5 - slack, -np.inf), (j + 0.5 + slack, np.inf)):
+            rounded = target.astype(np.float32)
+            past = (rounded > target) if toward < 0 else (rounded < target)
+            rounded[past] = np.nextafter(rounded[past], np.float32(toward))
+            out.append(
+                torch.from_numpy(rounded if centre is not None else rounded.reshape(()))
+            )
+        return out
 
     @staticmethod
     def _rho(sampler):
@@ -235,14 +268,6 @@ class QuantileBounds:
             rho = torch.from_numpy(rho[None])
             sampler._rho32 = rho
         return rho
-
-    def _half(self, sign):
-        key = ("half", sign)
-        if key not in self._scratch:
-            self._scratch[key] = torch.tensor(
-                0.5 + sign * HALF_SLACK, dtype=torch.float32
-            )
-        return self._scratch[key]
 
     def _buffer(self, name, shape, dtype):
         buffer = self._scratch.get(name)

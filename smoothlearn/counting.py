@@ -425,7 +425,10 @@ class _GridResponse(_PlainResponse):
         bounded = {
             key
             for key, s in self.samplers.items()
-            if s.cpu and bounded_row(family, [s.tables[t] for t in np.unique(s.which)])
+            if s.cpu
+            and bounded_row(
+                family, [s.tables[t] for t in np.unique(s.which)], np.abs(j).max()
+            )
         }
         self.quantiles = None
         if len(bounded) >= BOUNDED_MIN_ROWS:
@@ -459,15 +462,15 @@ class _GridResponse(_PlainResponse):
         # the shared-bounds path lives in a buffer the next input reuses
         rows = out.view(i1 - i0, len(words), -1)
         for i in range(i0, i1):
-            torch.add(self.j[i], shared.k(self.row_keys[i]), out=rows[i - i0])
+            shared.noisy(self.row_keys[i], self.j[i], rows[i - i0])
         return self.grid.inputs(out)
 
 
 class _GridWindow:
     """A window's ``k`` per scale, seen through rows ``[a, b)`` of it: sampled
     once for the whole window by the guides, or, for the rows of
-    ``quantiles`` (``(QuantileBounds, keys)``), from the window's shared
-    quantile bounds each time asked (into a buffer the next row reuses)."""
+    ``quantiles`` (``(QuantileBounds, keys)``), ``j + k`` formed from the
+    window's shared quantile bounds each time asked, in place."""
 
     def __init__(self, samplers, words, a, b, quantiles=None, drawn=None):
         self.samplers, self.words, self.a, self.b = samplers, words, a, b
@@ -484,10 +487,16 @@ class _GridWindow:
             self.drawn,
         )
 
-    def k(self, key):
+    def noisy(self, key, j, out):
+        """``j + k`` of the row ``key`` into ``out`` (float32, exact integers)."""
         if self.quantiles is not None and key in self.quantiles[1]:
-            k = self.quantiles[0].sample(self.samplers[key], self.words)
-            return k[self.a : self.b]
+            bounds = self.quantiles[0]
+            return bounds.sample(
+                self.samplers[key], self.words, j, out, (self.a, self.b)
+            )
+        return torch.add(j, self.k(key), out=out)
+
+    def k(self, key):
         if key not in self.drawn:
             self.drawn[key] = self.samplers[key].sample(self.words)
         return self.drawn[key][self.a : self.b]

@@ -624,16 +624,22 @@ def test_shared_quantile_bounds_give_the_exact_count(step):
     words = words[: len(words) // d * d].reshape(-1, d)
     rng.shuffle(words)  # each column sees every kind of word
     bounds = QuantileBounds(GAUSSIAN, d)
-    k = bounds.sample(sampler, torch.from_numpy(words)).numpy()
+    k = bounds.sample(sampler, torch.from_numpy(words)).numpy().copy()  # a kept buffer
+    # and j + k for an input's integer vector j, formed in the same step
+    centre = rng.randint(-5000, 5000, d).astype(np.float32)
+    assert bounded_row(GAUSSIAN, tables, 5000)
+    noisy = bounds.sample(sampler, torch.from_numpy(words), torch.from_numpy(centre))
     for c, table in enumerate(tables):
         exact = table.sample(torch.from_numpy(np.ascontiguousarray(words[:, c])))
         np.testing.assert_array_equal(k[:, c], exact.numpy())
+        np.testing.assert_array_equal(noisy.numpy()[:, c] - centre[c], exact.numpy())
     # the arithmetic, not the exact search, decides nearly all random words
     words = rng.randint(-(2**63), 2**63 - 1, size=(2000, d), dtype=np.int64)
     lo, hi = bounds.bounds(torch.from_numpy(words))
     rho = bounds._rho(sampler)
-    low = torch.addcmul(bounds._half(-1), lo, rho).floor_()
-    high = torch.addcmul(bounds._half(1), hi, rho).floor_()
+    below, above = bounds._centres(None)
+    low = torch.addcmul(below, lo, rho).floor_()
+    high = torch.addcmul(above, hi, rho).floor_()
     assert (low != high).float().mean() < 0.002
 
 
