@@ -377,7 +377,9 @@ class RowSampler:
     decides only the speed, never the value. The words' top bits are the
     same for every row of a window and are found once
     (:meth:`TableSet.top_bits`); what a row adds is one gather per
-    coordinate.
+    coordinate. (A count with several gaussian rows on the CPU finds the
+    same ``k`` by arithmetic its rows share instead:
+    ``smoothlearn/_grid_quantiles.py``.)
 
     Parameters
     ----------
