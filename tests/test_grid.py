@@ -745,3 +745,26 @@ def test_only_gaussian_rows_with_room_take_the_shared_bounds():
 
     huge = SimpleNamespace(scale=2.0**22, step=1.0, half_width=10**9)
     assert not bounded_row(GAUSSIAN, [huge])
+
+
+def test_shared_bounds_draws_pass_the_chi_square_test():
+    """The arithmetic path's draws from a bank at a fixed seed against the
+    table's exact law (rho = 64 on the 1/255 grid and rho = 4 on 1/16)."""
+    from smoothlearn._grid_quantiles import QuantileBounds
+    from smoothlearn.grid import RowSampler
+
+    bank = NoiseBank(11, ESTIMATION, RawWords(GAUSSIAN), 16)
+    words = bank.rows(0, 8192)  # 131,072 words
+    for scale, step in ((0.25, 1 / 255), (0.25, H)):
+        table = rounded_table(GAUSSIAN, scale, step)
+        sampler = RowSampler(GAUSSIAN, np.full(16, scale), step, "cpu")
+        k = QuantileBounds(GAUSSIAN, 16).sample(sampler, words).numpy().ravel()
+        atoms, weights = table.pmf()
+        expected = np.array(weights, dtype=np.float64) / 2.0**64 * len(k)
+        observed = np.bincount(
+            k.astype(np.int64) + table.half_width, minlength=len(atoms)
+        )
+        keep = expected >= 5
+        obs = np.append(observed[keep], observed[~keep].sum())
+        exp = np.append(expected[keep], expected[~keep].sum())
+        assert stats.chisquare(obs, exp).pvalue > 1e-3
