@@ -37,7 +37,8 @@ __all__ = ["count_classes"]
 
 #: The fewest distinct scale rows for which the grid path draws by shared
 #: quantile bounds (:mod:`smoothlearn._grid_quantiles`): a window's bounds
-#: cost about three rows' guide gathers, each row then a fifth of one.
+#: cost about two rows' guide gathers, each row then a sixth of one
+#: (``benchmarks/bench_grid_sampler.py``); the same draws either way.
 BOUNDED_MIN_ROWS = 4
 
 
