@@ -768,3 +768,29 @@ def test_shared_bounds_draws_pass_the_chi_square_test():
         obs = np.append(observed[keep], observed[~keep].sum())
         exp = np.append(expected[keep], expected[~keep].sum())
         assert stats.chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_without_its_margins_the_arithmetic_errs_on_edge_words():
+    """The margins are what make the arithmetic exact: with ``lo = hi`` the
+    chord itself (no margin), words on and beside thresholds get wrong k."""
+    from smoothlearn._grid_quantiles import QuantileBounds
+    from smoothlearn.grid import RowSampler
+
+    rng = np.random.RandomState(3)
+    d, step = 12, 1 / 255
+    scales = quantised_scale(np.geomspace(1.2 * step, 2000 * step, d))
+    sampler = RowSampler(GAUSSIAN, scales, step, "cpu")
+    tables = [sampler.tables[i] for i in sampler.which]
+    words = _hard_words(rng, [t.thresholds for t in tables], 0)
+    words = words[: len(words) // d * d].reshape(-1, d)
+    bounds = QuantileBounds(GAUSSIAN, d)
+    K = bounds.half_width
+    chord = np.arange(-K, K + 1, dtype=np.float64) - 0.5
+    finite = np.isfinite(bounds._low)
+    bounds._low[finite] = bounds._high[finite] = chord[finite]
+    k = bounds.sample(sampler, torch.from_numpy(words)).numpy()
+    wrong = sum(
+        int(np.sum(k[:, c] != t.sample(torch.from_numpy(words[:, c].copy())).numpy()))
+        for c, t in enumerate(tables)
+    )
+    assert wrong > 10
