@@ -35,6 +35,12 @@ from .scale import Scale
 
 __all__ = ["count_classes"]
 
+#: The fewest distinct scale rows for which the grid path draws by shared
+#: quantile bounds (:mod:`smoothlearn._grid_quantiles`): a window's bounds
+#: cost about two rows' guide gathers, each row then a sixth of one
+#: (``benchmarks/bench_grid_sampler.py``); the same draws either way.
+BOUNDED_MIN_ROWS = 4
+
 
 class _PlainResponse:
     """Class scores of the whole network on every noisy input; with
@@ -219,6 +225,7 @@ def _count_pinned(response, bank, first, stop, size, counts, progress):
     device, K = counts.device, counts.shape[1]
     lo = int(first.min()) // size * size
     hi = int(stop.max())
+    batch = response.batch(size)  # one buffer for every pass (None: fresh)
     for start in range(lo, hi, size):
         a = np.clip(first - start, 0, size)
         b = np.clip(stop - start, 0, size)
@@ -230,7 +237,7 @@ def _count_pinned(response, bank, first, stop, size, counts, progress):
         for i in needed:
             i = int(i)
             owners = torch.full((size,), i, device=device, dtype=torch.int64)
-            rows = response.inputs(i, i + 1, z, shared)
+            rows = response.inputs(i, i + 1, z, shared, batch)
             pred = _top_class(response.forward(rows, owners))
             lo_i, hi_i = int(a[i]), int(b[i])
             _add_votes(counts, owners[lo_i:hi_i], pred[lo_i:hi_i], K)
@@ -395,6 +402,7 @@ class _GridResponse(_PlainResponse):
     """
 
     def __init__(self, network, X, scale, bank, grid):
+        from ._grid_quantiles import QuantileBounds, bounded_row
         from .grid import RowSampler, TableSet
 
         if scale.kind == "rotated" or scale.offset is not None:
@@ -413,6 +421,19 @@ class _GridResponse(_PlainResponse):
             if key not in self.samplers:
                 self.samplers[key] = RowSampler(family, row, grid.step, device, tables)
             self.row_keys.append(key)
+        # rows decided by arithmetic on quantile bounds every row shares,
+        # where enough rows share them to pay for them (the same k either way)
+        bounded = {
+            key
+            for key, s in self.samplers.items()
+            if s.cpu
+            and bounded_row(
+                family, [s.tables[t] for t in np.unique(s.which)], np.abs(j).max()
+            )
+        }
+        self.quantiles = None
+        if len(bounded) >= BOUNDED_MIN_ROWS:
+            self.quantiles = (QuantileBounds(family, d), bounded)
         reach = max(s.reach for s in self.samplers.values())
         if np.abs(j).max() + reach >= 2**24:
             raise ValueError(
@@ -427,7 +448,7 @@ class _GridResponse(_PlainResponse):
 
     def window(self, words):
         """One ``k`` per distinct scale and window, drawn when first asked."""
-        return _GridWindow(self.samplers, words, 0, len(words))
+        return _GridWindow(self.samplers, words, 0, len(words), self.quantiles)
 
     def part(self, shared, a, b):
         return shared.part(a, b)
@@ -436,26 +457,45 @@ class _GridResponse(_PlainResponse):
         return self.j.new_empty((size, self.j.shape[1]))
 
     def inputs(self, i0, i1, words, shared, out=None):
-        ks = [shared.k(key) for key in self.row_keys[i0:i1]]
-        k = ks[0][None] if len(ks) == 1 else torch.stack(ks)
-        if out is not None:  # j + k formed in the forward batch itself
-            out = out.view(i1 - i0, len(words), -1)
-        noisy = self.grid.inputs(torch.add(self.j[i0:i1, None], k, out=out))
-        return noisy.reshape(-1, self.j.shape[1])
+        if out is None:
+            out = self.j.new_empty(((i1 - i0) * len(words), self.j.shape[1]))
+        # j + k formed in the forward batch itself, input by input: a k on
+        # the shared-bounds path lives in a buffer the next input reuses
+        rows = out.view(i1 - i0, len(words), -1)
+        for i in range(i0, i1):
+            shared.noisy(self.row_keys[i], self.j[i], rows[i - i0])
+        return self.grid.inputs(out)
 
 
 class _GridWindow:
-    """A window's ``k`` per scale (sampled once, for the whole window), seen
-    through rows ``[a, b)`` of it."""
+    """A window's ``k`` per scale, seen through rows ``[a, b)`` of it: sampled
+    once for the whole window by the guides, or, for the rows of
+    ``quantiles`` (``(QuantileBounds, keys)``), ``j + k`` formed from the
+    window's shared quantile bounds each time asked, in place."""
 
-    def __init__(self, samplers, words, a, b, drawn=None):
+    def __init__(self, samplers, words, a, b, quantiles=None, drawn=None):
         self.samplers, self.words, self.a, self.b = samplers, words, a, b
+        self.quantiles = quantiles
         self.drawn = {} if drawn is None else drawn
 
     def part(self, a, b):
         return _GridWindow(
-            self.samplers, self.words, self.a + a, self.a + b, self.drawn
+            self.samplers,
+            self.words,
+            self.a + a,
+            self.a + b,
+            self.quantiles,
+            self.drawn,
         )
+
+    def noisy(self, key, j, out):
+        """``j + k`` of the row ``key`` into ``out`` (float32, exact integers)."""
+        if self.quantiles is not None and key in self.quantiles[1]:
+            bounds = self.quantiles[0]
+            return bounds.sample(
+                self.samplers[key], self.words, j, out, (self.a, self.b)
+            )
+        return torch.add(j, self.k(key), out=out)
 
     def k(self, key):
         if key not in self.drawn:

@@ -377,7 +377,9 @@ class RowSampler:
     decides only the speed, never the value. The words' top bits are the
     same for every row of a window and are found once
     (:meth:`TableSet.top_bits`); what a row adds is one gather per
-    coordinate.
+    coordinate. (A count with several gaussian rows on the CPU finds the
+    same ``k`` by arithmetic its rows share instead:
+    ``smoothlearn/_grid_quantiles.py``.)
 
     Parameters
     ----------
@@ -455,6 +457,24 @@ class RowSampler:
                 cols,
             )
             flat[unsure] = torch.as_tensor(exact, device=k.device)
+        return k
+
+    def exact_count(self, words, cols):
+        """``k`` of words ``words`` (numpy int64) at coordinates ``cols`` on
+        the CPU, as :meth:`sample` finds it (the guide, then exact compares):
+        for the few words another path leaves open."""
+        tables = self.table_set
+        index = np.right_shift(words, 64 - tables.bits) + self.guide_start[cols]
+        guide = tables.guides[index]
+        k = guide >> 1
+        flagged = np.flatnonzero(guide & 1)
+        if len(flagged):
+            k[flagged] = self._exact(
+                words[flagged],
+                k[flagged],
+                cols[flagged],
+                tables.crowded[index[flagged]],
+            )
         return k
 
     def _scratch(self, name):

@@ -14,6 +14,8 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from smoothlearn import SmoothedClassifier
@@ -586,3 +588,209 @@ def test_grid_set_after_fit_takes_effect_or_is_refused(digits):
     assert auto.grid_ == H
     auto.set_params(grid=None).set_params(grid="auto")
     assert auto.certify(X[:2]).smoothing.endswith(f"grid={H!r}")
+
+
+def _hard_words(rng, tables, n_random):
+    """Random words, and for each table the words on each threshold and one
+    either side of it (where a count changes), the extreme words, and the
+    knot table's thresholds and their neighbours."""
+    from smoothlearn._grid_quantiles import KNOT_RHO
+
+    knots = rounded_table(GAUSSIAN, float(KNOT_RHO), 1.0).thresholds
+    words = [rng.randint(-(2**63), 2**63 - 1, size=n_random, dtype=np.int64)]
+    for t in [*tables, knots]:
+        picked = t[rng.randint(0, len(t), 200)] if len(t) else t
+        for shift in (-1, 0, 1):
+            words.append(np.clip(picked.astype(object) + shift, -(2**63), 2**63 - 1))
+    words.append(np.array([-(2**63), -(2**63) + 1, 2**63 - 2, 2**63 - 1]))
+    return np.concatenate([np.asarray(w, dtype=np.int64) for w in words])
+
+
+@pytest.mark.parametrize("step", [H, 1 / 255])
+def test_shared_quantile_bounds_give_the_exact_count(step):
+    """The arithmetic path decides the same k as the count of thresholds at or
+    below each word (the table's own searchsorted), for scales from rho ~ 1 to
+    ~ 2000 in one row, on random words and on every kind of edge word."""
+    from smoothlearn._grid_quantiles import QuantileBounds, bounded_row
+    from smoothlearn.grid import RowSampler
+
+    rng = np.random.RandomState(3)
+    d = 12
+    scales = quantised_scale(np.geomspace(1.2 * step, 2000 * step, d))
+    sampler = RowSampler(GAUSSIAN, scales, step, "cpu")
+    tables = [sampler.tables[i] for i in sampler.which]
+    assert bounded_row(GAUSSIAN, tables)
+    words = _hard_words(rng, [t.thresholds for t in tables], 4000)
+    words = words[: len(words) // d * d].reshape(-1, d)
+    rng.shuffle(words)  # each column sees every kind of word
+    bounds = QuantileBounds(GAUSSIAN, d)
+    k = bounds.sample(sampler, torch.from_numpy(words)).numpy().copy()  # a kept buffer
+    # and j + k for an input's integer vector j, formed in the same step
+    centre = rng.randint(-5000, 5000, d).astype(np.float32)
+    assert bounded_row(GAUSSIAN, tables, 5000)
+    noisy = bounds.sample(sampler, torch.from_numpy(words), torch.from_numpy(centre))
+    for c, table in enumerate(tables):
+        exact = table.sample(torch.from_numpy(np.ascontiguousarray(words[:, c])))
+        np.testing.assert_array_equal(k[:, c], exact.numpy())
+        np.testing.assert_array_equal(noisy.numpy()[:, c] - centre[c], exact.numpy())
+    # the arithmetic, not the exact search, decides nearly all random words
+    words = rng.randint(-(2**63), 2**63 - 1, size=(2000, d), dtype=np.int64)
+    lo, hi = bounds.bounds(torch.from_numpy(words))
+    rho = bounds._rho(sampler)
+    below, above = bounds._centres(None)
+    low = torch.addcmul(below, lo, rho).floor_()
+    high = torch.addcmul(above, hi, rho).floor_()
+    assert (low != high).float().mean() < 0.002
+
+
+@given(
+    scale=st.floats(0.004, 8.0),
+    seed=st.integers(0, 2**31 - 1),
+    step=st.sampled_from([H, 1 / 255, 1.0]),
+)
+@settings(max_examples=25, deadline=None)
+def test_shared_quantile_bounds_equal_the_guides_for_any_scale(scale, seed, step):
+    """Any scale: rows the arithmetic path accepts draw what the guide
+    sampler draws; rows it refuses (a table too narrow for its bounds) are
+    left to the guides."""
+    from smoothlearn._grid_quantiles import QuantileBounds, bounded_row
+    from smoothlearn.grid import RowSampler
+
+    rng = np.random.RandomState(seed)
+    scales = quantised_scale(scale * rng.uniform(0.5, 2.0, 4))
+    sampler = RowSampler(GAUSSIAN, scales, step, "cpu")
+    if not bounded_row(GAUSSIAN, [sampler.tables[i] for i in sampler.which]):
+        return
+    words = rng.randint(-(2**63), 2**63 - 1, size=(500, 4), dtype=np.int64)
+    words = torch.from_numpy(words)
+    k = QuantileBounds(GAUSSIAN, 4).sample(sampler, words)
+    np.testing.assert_array_equal(k.numpy(), sampler.sample(words).numpy())
+
+
+def test_quantile_bounds_hold_the_exact_quantiles():
+    """Each word's interval holds rho* Phi^-1((u - 1) / 2^64) and rho*
+    Phi^-1((u + 2) / 2^64) (mpmath at 100 bits), on words at both ends of
+    knot cells and inside them, from the centre to |z| = 6, and is open
+    (infinite or NaN) beyond."""
+    from smoothlearn._grid_quantiles import KNOT_RHO, QuantileBounds
+
+    bounds = QuantileBounds(GAUSSIAN, 1)
+    T, K = bounds.thresholds, bounds.half_width
+    rng = np.random.RandomState(4)
+    cells = np.concatenate(
+        [np.arange(-3, 4), rng.randint(-6143, 6144, 40), [6143, -6143]]
+    )
+    words, expect_open = [], []
+    for c in cells:
+        a, b = int(T[c + K - 1]), int(T[c + K])
+        inside = a + int(rng.randint(0, 2**62) % (b - a))
+        words += [a, b - 1, inside]
+        expect_open += [False] * 3
+    for c in (6144, -6144, K - 1):  # cells beyond |z| = 6: from T*_(c-1)
+        words.append(int(T[c + K - 1]))
+        expect_open.append(True)
+    words = np.array(words, dtype=np.int64)[:, None]
+    lo, hi = (
+        v.numpy()[:, 0].astype(np.float64)
+        for v in bounds.bounds(torch.from_numpy(words))
+    )
+    with mpmath.workprec(100):
+        for word, low, high, open_ in zip(words[:, 0], lo, hi, expect_open):
+            if open_:
+                assert not (np.isfinite(low) and np.isfinite(high) and low <= high)
+                continue
+            u = int(word) + 2**63
+            quantile = [
+                KNOT_RHO * mpmath.sqrt(2) * mpmath.erfinv(2 * mpmath.mpf(v) / 2**64 - 1)
+                for v in (u - 1, u + 2)
+            ]
+            assert low <= quantile[0] and quantile[1] <= high
+            assert high - low <= 2.0**-18 * (abs(low) + 1)  # narrow: it decides
+
+
+def test_grid_counts_are_the_same_on_either_path(monkeypatch):
+    """count_classes with enough distinct diagonal rows takes the shared
+    bounds: the same counts as the guides, and the exact linear probability."""
+    from smoothlearn import counting
+
+    network = FlatInputNetwork(linear_module(W, B), (2,), 2)
+    X = np.array(
+        [[0.25, 0.125], [-0.5, 0.75], [0.0, -0.0625], [0.5, -0.25]], np.float32
+    )
+    scale = Scale(np.array([[0.25, 0.5], [0.3, 0.3], [0.6, 0.2], [1.7, 0.9]]))
+    run = Scale(quantised_scale(scale.values))
+    n = 20_000
+
+    def count(least_rows):
+        monkeypatch.setattr(counting, "BOUNDED_MIN_ROWS", least_rows)
+        bank = NoiseBank(3, ESTIMATION, RawWords(GAUSSIAN), 2)
+        return count_classes(network, X, run, bank, n, batch_size=4096, grid=Grid(H))
+
+    shared = count(1)
+    np.testing.assert_array_equal(shared, count(10**6))
+    for i, x in enumerate(X):
+        p = float(_linear_probability(W, B, x / H, run.values[i], H))
+        assert abs(shared[i, 1] / n - p) <= 5 * math.sqrt(p * (1 - p) / n) + 1e-9
+
+
+def test_only_gaussian_rows_with_room_take_the_shared_bounds():
+    from smoothlearn._grid_quantiles import bounded_row
+
+    assert not bounded_row(
+        get_noise("laplace"), [rounded_table(get_noise("laplace"), 0.25, H)]
+    )
+    assert bounded_row(GAUSSIAN, [rounded_table(GAUSSIAN, 0.25, H)])
+    # rho = 2^22: |y| would leave float32's exact integers
+    from types import SimpleNamespace
+
+    huge = SimpleNamespace(scale=2.0**22, step=1.0, half_width=10**9)
+    assert not bounded_row(GAUSSIAN, [huge])
+
+
+def test_shared_bounds_draws_pass_the_chi_square_test():
+    """The arithmetic path's draws from a bank at a fixed seed against the
+    table's exact law (rho = 64 on the 1/255 grid and rho = 4 on 1/16)."""
+    from smoothlearn._grid_quantiles import QuantileBounds
+    from smoothlearn.grid import RowSampler
+
+    bank = NoiseBank(11, ESTIMATION, RawWords(GAUSSIAN), 16)
+    words = bank.rows(0, 8192)  # 131,072 words
+    for scale, step in ((0.25, 1 / 255), (0.25, H)):
+        table = rounded_table(GAUSSIAN, scale, step)
+        sampler = RowSampler(GAUSSIAN, np.full(16, scale), step, "cpu")
+        k = QuantileBounds(GAUSSIAN, 16).sample(sampler, words).numpy().ravel()
+        atoms, weights = table.pmf()
+        expected = np.array(weights, dtype=np.float64) / 2.0**64 * len(k)
+        observed = np.bincount(
+            k.astype(np.int64) + table.half_width, minlength=len(atoms)
+        )
+        keep = expected >= 5
+        obs = np.append(observed[keep], observed[~keep].sum())
+        exp = np.append(expected[keep], expected[~keep].sum())
+        assert stats.chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_without_its_margins_the_arithmetic_errs_on_edge_words():
+    """The margins are what make the arithmetic exact: with ``lo = hi`` the
+    chord itself (no margin), words on and beside thresholds get wrong k."""
+    from smoothlearn._grid_quantiles import QuantileBounds
+    from smoothlearn.grid import RowSampler
+
+    rng = np.random.RandomState(3)
+    d, step = 12, 1 / 255
+    scales = quantised_scale(np.geomspace(1.2 * step, 2000 * step, d))
+    sampler = RowSampler(GAUSSIAN, scales, step, "cpu")
+    tables = [sampler.tables[i] for i in sampler.which]
+    words = _hard_words(rng, [t.thresholds for t in tables], 0)
+    words = words[: len(words) // d * d].reshape(-1, d)
+    bounds = QuantileBounds(GAUSSIAN, d)
+    K = bounds.half_width
+    chord = np.arange(-K, K + 1, dtype=np.float64) - 0.5
+    finite = np.isfinite(bounds._low)
+    bounds._low[finite] = bounds._high[finite] = chord[finite]
+    k = bounds.sample(sampler, torch.from_numpy(words)).numpy()
+    wrong = sum(
+        int(np.sum(k[:, c] != t.sample(torch.from_numpy(words[:, c].copy())).numpy()))
+        for c, t in enumerate(tables)
+    )
+    assert wrong > 10
