@@ -146,3 +146,22 @@ def test_a_quote_evaluates_against_the_file(tmp_path):
     ]:
         with pytest.raises(ValueError, match=match):
             quote(bad)
+
+
+def test_every_table_of_the_benchmarks_page_is_rendered_or_marked_hand_written():
+    import re
+
+    lines = (ROOT / "docs" / "benchmarks.rst").read_text().split("\n")
+    marked, unmarked, tables = False, [], 0
+    for i, line in enumerate(lines):
+        if line.startswith(".. hand-written::"):
+            marked = True
+        elif line.startswith(".. results-table::"):
+            tables += 1
+        elif re.match(r"=+  ", line) and lines[i - 1] == "":  # a table starts
+            if not marked:
+                unmarked.append(i + 1)
+            marked = False
+            tables += 1
+    assert tables > 20
+    assert not unmarked, f"tables neither rendered nor marked hand-written: lines {unmarked}"

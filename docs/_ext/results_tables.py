@@ -114,10 +114,11 @@ class HandWritten(Directive):
 
     def run(self):
         text = (
-            "Hand-written: the table below was typed in from its run, not "
+            "*Hand-written*: the table below was typed in from its run, not "
             f"rendered from a results file ({self.arguments[0]})."
         )
-        return [nodes.paragraph(text=text, classes=["hand-written"])]
+        inline, messages = self.state.inline_text(text, self.lineno)
+        return [nodes.paragraph("", "", *inline, classes=["hand-written"]), *messages]
 
 
 def setup(app):
