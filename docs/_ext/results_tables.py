@@ -28,8 +28,9 @@ def _table(labels, cells):
     table = nodes.table(classes=["results-table"])
     group = nodes.tgroup(cols=len(labels))
     table += group
-    for label in labels:
-        group += nodes.colspec(colwidth=max(len(label), 8))
+    for i, label in enumerate(labels):
+        width = max([len(label)] + [len(texts[i]) for texts in cells])
+        group += nodes.colspec(colwidth=width)
 
     def row(texts):
         out = nodes.row()
