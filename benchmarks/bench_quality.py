@@ -198,6 +198,8 @@ def main():
             if name.endswith(".npz"):
                 with np.load(os.path.join(args.results, name)) as saved:
                     merge(results, name, dict(saved), y_test)
+    # (strategy, input) results certified by an earlier run, not this one
+    resumed = sum(len(rows) for rows in results.values())
     chunk = args.chunk or len(X)
     for first in range(0, len(X), chunk):
         index = np.arange(first, min(first + chunk, len(X)))
@@ -229,6 +231,7 @@ def main():
             "train_inputs": len(X_train[: args.train]),
             "train_seconds": train_seconds,
             "bootstrap": args.boot,
+            "results_read_from_earlier_runs": resumed,
         }
         record_table(
             args.results_file,

@@ -69,6 +69,12 @@ def provenance(table):
     )
     if table.get("wall_seconds") is not None:
         line += f", {table['wall_seconds']:.0f} s in all"
+    resumed = table.get("settings", {}).get("results_read_from_earlier_runs")
+    if resumed:
+        line += (
+            f"; {resumed} of its strategy-input results were certified by an "
+            "earlier run of the command, read back from its ``--results`` folder"
+        )
     return line + "."
 
 
