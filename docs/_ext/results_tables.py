@@ -73,7 +73,7 @@ def provenance(table):
     if resumed:
         line += (
             f"; {resumed} of its strategy-input results were certified by an "
-            "earlier run of the command, read back from its ``--results`` folder"
+            "earlier run of the command, read back from its --results folder"
         )
     return line + "."
 
