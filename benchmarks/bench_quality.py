@@ -199,7 +199,7 @@ def main():
                 with np.load(os.path.join(args.results, name)) as saved:
                     merge(results, name, dict(saved), y_test)
     # (strategy, input) results certified by an earlier run, not this one
-    resumed = sum(len(rows) for rows in results.values())
+    resumed = sum(i < len(X) for rows in results.values() for i in rows)
     chunk = args.chunk or len(X)
     for first in range(0, len(X), chunk):
         index = np.arange(first, min(first + chunk, len(X)))
