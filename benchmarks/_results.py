@@ -136,8 +136,7 @@ def _check_table(name, table):
             )
 
 
-def record_table(path, name, *, columns, rows, record, settings=None,
-                 differences=()):
+def record_table(path, name, *, columns, rows, record, settings=None, differences=()):
     """Write table ``name`` into the results file ``path``, keeping its other
     tables (a table of the same name is replaced).
 
@@ -264,9 +263,20 @@ class _AtRadius:
 
 
 _ALLOWED = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult,
-    ast.Div, ast.USub, ast.Constant, ast.Name, ast.Load, ast.Attribute,
-    ast.Subscript, ast.Call,
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.USub,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Call,
 )
 
 

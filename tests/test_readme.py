@@ -186,7 +186,11 @@ def _numbers(values):
             flat += [v["mean"], v["low"], v["high"]]
         else:
             flat.extend(v if isinstance(v, list) else [v])
-    return [float(v) for v in flat if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return [
+        float(v)
+        for v in flat
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
 
 
 def _sources():
@@ -202,7 +206,9 @@ def _sources():
     for path in sorted(_results.RESULTS.glob("*.json")):
         files[path.stem] = _results.load_results(path)
         for name, table in files[path.stem]["tables"].items():
-            values = [v for row in table["rows"] for k, v in row.items() if k != "seconds"]
+            values = [
+                v for row in table["rows"] for k, v in row.items() if k != "seconds"
+            ]
             values += table.get("differences", []) + list(table["settings"].values())
             numbers[f"{path.stem} {name}"] = {"figures": _numbers(values), "ratios": []}
     pages = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.rst"))
@@ -224,9 +230,9 @@ def _sources():
 
 
 def _table_rows(dataset, table="quality"):
-    return json.loads((ROOT / "benchmarks" / "results" / f"{dataset}.json").read_text())[
-        "tables"
-    ][table]["rows"]
+    return json.loads(
+        (ROOT / "benchmarks" / "results" / f"{dataset}.json").read_text()
+    )["tables"][table]["rows"]
 
 
 def test_the_readmes_figures_are_the_results_files():
@@ -260,4 +266,9 @@ def test_the_readme_check_can_fail():
     # cohen's ACR on digits is quoted; the figure the pages disagreed on is not
     assert _quotes(f"{cohen['acr']:.2f}", digits) and not _quotes("83.2%", digits)
     assert not _quotes("83.2%", [0.818, 0.693]) and _quotes("81.8%", [0.818])
-    assert _figures("on 8x8 digits 4.4x, 81.8% and 1,000") == ["8", "4.4x", "81.8%", "1,000"]
+    assert _figures("on 8x8 digits 4.4x, 81.8% and 1,000") == [
+        "8",
+        "4.4x",
+        "81.8%",
+        "1,000",
+    ]

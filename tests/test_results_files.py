@@ -24,14 +24,28 @@ COLUMNS = [
     {"key": "seconds", "label": "s/input", "format": ".3f"},
 ]
 ROWS = [
-    {"strategy": "cohen", "certified_accuracy": [0.95, 0.5024], "acr": 0.48049,
-     "seconds": 0.0131},
-    {"strategy": "ancer", "certified_accuracy": [0.9518, 0.5], "acr": 1.12449,
-     "seconds": 0.0443},
+    {
+        "strategy": "cohen",
+        "certified_accuracy": [0.95, 0.5024],
+        "acr": 0.48049,
+        "seconds": 0.0131,
+    },
+    {
+        "strategy": "ancer",
+        "certified_accuracy": [0.9518, 0.5],
+        "acr": 1.12449,
+        "seconds": 0.0443,
+    },
 ]
 DIFFERENCES = [
-    {"a": "ancer", "b": "cohen", "key": "acr", "mean": 0.0043, "low": 0.0021,
-     "high": 0.0052},
+    {
+        "a": "ancer",
+        "b": "cohen",
+        "key": "acr",
+        "mean": 0.0043,
+        "low": 0.0021,
+        "high": 0.0052,
+    },
 ]
 
 
@@ -40,16 +54,28 @@ def _record():
         "command": "python benchmarks/bench_quality.py --results-file F",
         "commit": "0" * 40,
         "dirty": False,
-        "machine": {"cpu": "a CPU", "cores": 2, "gpu": None, "torch": "2",
-                    "torch_threads": 1, "python": "3", "load_average": [1.0]},
+        "machine": {
+            "cpu": "a CPU",
+            "cores": 2,
+            "gpu": None,
+            "torch": "2",
+            "torch_threads": 1,
+            "python": "3",
+            "load_average": [1.0],
+        },
         "date": "2026-11-27 17:00 UTC",
     }
 
 
 def _write(path, name="quality", rows=ROWS):
     return _results.record_table(
-        path, name, columns=COLUMNS, rows=rows, record=_record(),
-        settings={"n": 10_000}, differences=DIFFERENCES,
+        path,
+        name,
+        columns=COLUMNS,
+        rows=rows,
+        record=_record(),
+        settings={"n": 10_000},
+        differences=DIFFERENCES,
     )
 
 
@@ -88,7 +114,9 @@ def test_a_row_that_does_not_fit_the_columns_is_refused(tmp_path):
 
 
 def test_the_record_names_the_command_commit_machine_and_date():
-    record = _results.run_record(argv=[str(ROOT / "benchmarks" / "bench_x.py"), "--n", "5"])
+    record = _results.run_record(
+        argv=[str(ROOT / "benchmarks" / "bench_x.py"), "--n", "5"]
+    )
     assert record["command"] == "python benchmarks/bench_x.py --n 5"
     assert len(record["commit"]) == 40
     machine = record["machine"]
@@ -111,7 +139,9 @@ def test_formats():
 def test_the_rendered_table_is_the_rows_formatted(tmp_path):
     path = tmp_path / "digits.json"
     _write(path)
-    labels, cells = _results.render_table(_results.load_results(path)["tables"]["quality"])
+    labels, cells = _results.render_table(
+        _results.load_results(path)["tables"]["quality"]
+    )
     assert labels == ["strategy", "certified accuracy at 0 / .5", "ACR", "s/input"]
     assert cells == [
         ["cohen", ".950 .502", ".480", "0.013"],
@@ -127,7 +157,9 @@ def test_a_quote_evaluates_against_the_file(tmp_path):
 
     assert quote("digits quality: cohen.acr") == (0.48049, ".480")
     assert quote("digits quality: cohen.certified_accuracy[0.5] | .1%")[1] == "50.2%"
-    value, text = quote("digits quality: (ancer.seconds + cohen.seconds) / cohen.seconds | .1fx")
+    value, text = quote(
+        "digits quality: (ancer.seconds + cohen.seconds) / cohen.seconds | .1fx"
+    )
     assert value == pytest.approx((0.0443 + 0.0131) / 0.0131) and text == "4.4x"
     assert quote('digits quality: row("ancer").acr | .2f')[1] == "1.12"
     assert quote('digits quality: difference("ancer", "cohen", "acr") | +.3f')[1] == (
@@ -164,4 +196,6 @@ def test_every_table_of_the_benchmarks_page_is_rendered_or_marked_hand_written()
             marked = False
             tables += 1
     assert tables > 20
-    assert not unmarked, f"tables neither rendered nor marked hand-written: lines {unmarked}"
+    assert not unmarked, (
+        f"tables neither rendered nor marked hand-written: lines {unmarked}"
+    )
