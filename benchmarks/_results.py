@@ -167,6 +167,11 @@ def record_table(path, name, *, columns, rows, record, settings=None, difference
     if started is not None:
         now = datetime.datetime.now(datetime.timezone.utc).timestamp()
         record["wall_seconds"] = round(now - started, 1)
+        # other work on shared cores moves a run's seconds: the load at its end
+        record["machine"] = dict(
+            record["machine"],
+            load_average_end=[round(x, 2) for x in os.getloadavg()],
+        )
     table = {
         "columns": list(columns),
         "rows": list(rows),

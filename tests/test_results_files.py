@@ -113,10 +113,15 @@ def test_a_row_that_does_not_fit_the_columns_is_refused(tmp_path):
         _results.load_results(path)
 
 
-def test_the_record_names_the_command_commit_machine_and_date():
+def test_the_record_names_the_command_commit_machine_and_date(tmp_path):
     record = _results.run_record(
         argv=[str(ROOT / "benchmarks" / "bench_x.py"), "--n", "5"]
     )
+    written = _results.record_table(
+        tmp_path / "x.json", "t", columns=COLUMNS, rows=ROWS, record=record
+    )["tables"]["t"]
+    assert written["wall_seconds"] >= 0 and "_started" not in written
+    assert len(written["machine"]["load_average_end"]) == 3
     assert record["command"] == "python benchmarks/bench_x.py --n 5"
     assert len(record["commit"]) == 40
     machine = record["machine"]

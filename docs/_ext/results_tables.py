@@ -57,6 +57,9 @@ def provenance(table):
     load = m.get("load_average")
     if load:
         where += f", load average {load[0]:.1f} at the start"
+        end = m.get("load_average_end")
+        if end:
+            where += f" and {end[0]:.1f} at the end"
     where += ")"
     if m.get("gpu"):
         where = f"{m['gpu']}, {where}"
