@@ -27,6 +27,12 @@ network is trained with, for UCAN's generators: ``--fit-strategy ucan_input
 network trained with the generator under Cohen's smoothing, the generator's
 noise with its comparison and the paper's generator noise.
 
+``--results-file benchmarks/results/<dataset>.json`` writes the finished
+table (every input done) into that data set's results file as
+``--results-table`` (default ``quality``), with the command, commit, machine
+and date, keeping the file's other tables: the Benchmarks page renders it
+from there (``benchmarks/_results.py``).
+
 ANCER, RANCER and RDDRS reuse the isotropic start ``isotropic_dd`` computed
 for the same chunk in the same process (``smoothlearn.strategies._starts``),
 so with ``isotropic_dd`` listed first their seconds per input exclude it.
@@ -44,6 +50,7 @@ import time
 
 import joblib
 import numpy as np
+from _results import record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -138,9 +145,20 @@ def main():
         help="folder of per-strategy results: kept, and compared with those of "
         "earlier runs on the same inputs",
     )
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the finished table into",
+    )
+    parser.add_argument(
+        "--results-table", default="quality", help="the table's name in that file"
+    )
     args = parser.parse_args()
+    record = run_record(args.device)
     X_train, y_train, X_test, y_test = load(args.dataset, args.images, args.test_size)
     X, y = X_test[: args.inputs], y_test[: args.inputs]
+    train_seconds = None  # a model loaded, not trained
     if args.model and os.path.exists(args.model):
         clf = joblib.load(args.model).set_params(
             sigma=args.sigma, n=args.n, batch_size=args.batch_size
@@ -158,7 +176,8 @@ def main():
         )
         start = time.perf_counter()
         clf.fit(X_train[: args.train], y_train[: args.train])
-        print(f"trained in {time.perf_counter() - start:.0f} s")
+        train_seconds = time.perf_counter() - start
+        print(f"trained in {train_seconds:.0f} s")
         if args.model:
             joblib.dump(clf, args.model)
     print(
@@ -179,6 +198,8 @@ def main():
             if name.endswith(".npz"):
                 with np.load(os.path.join(args.results, name)) as saved:
                     merge(results, name, dict(saved), y_test)
+    # (strategy, input) results certified by an earlier run, not this one
+    resumed = sum(i < len(X) for rows in results.values() for i in rows)
     chunk = args.chunk or len(X)
     for first in range(0, len(X), chunk):
         index = np.arange(first, min(first + chunk, len(X)))
@@ -197,7 +218,61 @@ def main():
             merge(results, text, row, y_test)
         done = np.arange(index[-1] + 1)
         print(f"inputs 0-{index[-1]}:", flush=True)
-        tables(results, args.strategies, done, args.boot)
+        rows, differences = tables(results, args.strategies, done, args.boot)
+    if args.results_file:
+        settings = {
+            "dataset": args.dataset,
+            "inputs": len(X),
+            "n": args.n,
+            "sigma": args.sigma,
+            "alpha": clf.alpha,
+            "training": repr(clf.training),
+            "epochs": args.epochs,
+            "train_inputs": len(X_train[: args.train]),
+            "train_seconds": train_seconds,
+            "bootstrap": args.boot,
+            "results_read_from_earlier_runs": resumed,
+        }
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=[table_row(text, row) for text, row in rows.items()],
+            differences=differences,
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The quality table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "strategy", "label": "strategy"},
+    {
+        "key": "certified_accuracy",
+        "label": "certified accuracy at "
+        + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
+        "format": ".3",
+        "at": list(RADII),
+    },
+    {"key": "acr", "label": "ACR", "format": ".3"},
+    {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
+    {"key": "seconds", "label": "s/input", "format": ".3f"},
+]
+
+
+def table_row(text, row):
+    """A strategy's row of the results file: the figures ``summary`` prints,
+    at full precision."""
+    return {
+        "strategy": text,
+        "certified_accuracy": [
+            float(np.mean(row["correct"] & (row["radius"] >= r))) for r in RADII
+        ],
+        "acr": float(contribution(row, "radius").mean()),
+        "acr_proxy": float(contribution(row, "proxy_radius").mean()),
+        "seconds": float(np.mean(row["seconds"])),
+    }
 
 
 def certify_rows(clf, text, X, y):
@@ -231,8 +306,9 @@ def merge(results, name, row, y_test):
 
 def tables(results, asked, done, n_boot):
     """Each strategy's summary over ``done`` (strategies certified on all of
-    them), then paired bootstrap intervals against cohen and ancer."""
-    rows = {}
+    them), then paired bootstrap intervals against cohen and ancer. Returns
+    the per-input rows by strategy and the intervals."""
+    rows, differences = {}, []
     for text in list(asked) + sorted(set(results) - set(asked)):
         if text in rows or not all(int(i) in results.get(text, {}) for i in done):
             continue
@@ -259,18 +335,29 @@ def tables(results, asked, done, n_boot):
                 )
                 verdict = "" if low <= 0 <= high else " *"
                 line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
+                differences.append(
+                    {
+                        "a": text,
+                        "b": baseline,
+                        "key": {"radius": "acr", "proxy_radius": "acr_proxy"}[key],
+                        "mean": float(mean),
+                        "low": float(low),
+                        "high": float(high),
+                    }
+                )
             print(line, flush=True)
+    return rows, differences
 
 
 def summary(text, row):
     """One table row: certified accuracy at RADII, ACR, AC R~, seconds per input."""
-    acc = [np.mean(row["correct"] & (row["radius"] >= r)) for r in RADII]
+    figures = table_row(text, row)
     return (
         f"{text:<28} acc "
-        + " ".join(f"{a:.3f}" for a in acc)
-        + f"  ACR {contribution(row, 'radius').mean():.3f}"
-        + f"  ACR~ {contribution(row, 'proxy_radius').mean():.3f}"
-        + f"  {np.mean(row['seconds']):.3f} s/input"
+        + " ".join(f"{a:.3f}" for a in figures["certified_accuracy"])
+        + f"  ACR {figures['acr']:.3f}"
+        + f"  ACR~ {figures['acr_proxy']:.3f}"
+        + f"  {figures['seconds']:.3f} s/input"
     )
 
 

@@ -10,6 +10,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("_ext"))  # results_tables
 # autosummary's stubs are build output: stale ones (a renamed function) would
 # fail the build, so each build writes them afresh
 shutil.rmtree(os.path.join(os.path.dirname(__file__), "generated"), ignore_errors=True)
@@ -31,6 +32,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "results_tables",  # tables and figures from benchmarks/results/*.json
 ]
 
 autosummary_generate = True

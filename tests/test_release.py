@@ -45,3 +45,35 @@ def test_every_benchmark_script_is_named_by_a_docs_page():
     assert scripts
     unnamed = [name for name in scripts if f"benchmarks/{name}" not in pages]
     assert not unnamed, f"no docs page names {unnamed}"
+
+
+def test_every_results_file_is_written_by_a_benchmark_a_page_names():
+    import shlex
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _results
+
+    pages = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.rst"))
+    rendered = set(
+        re.findall(r"^\.\. results-table:: *(\S+) +(\S+) *$", pages, re.MULTILINE)
+    )
+    files = sorted(_results.RESULTS.glob("*.json"))
+    assert files
+    for path in files:
+        tables = _results.load_results(path)["tables"]
+        assert tables, path
+        for name, table in tables.items():
+            where = f"{path.name}, table {name!r}"
+            words = shlex.split(table["command"])
+            assert words[0] == "python" and words[1].startswith("benchmarks/"), where
+            script = words[1]
+            assert (ROOT / script).is_file(), f"{where}: no {script}"
+            assert script in pages, f"{where}: no docs page names {script}"
+            # the benchmark itself wrote this file, under this table's name
+            i = words.index("--results-file")
+            assert words[i + 1] == f"benchmarks/results/{path.name}", where
+            if "--results-table" in words:
+                assert words[words.index("--results-table") + 1] == name, where
+            assert table["commit"] and table["machine"]["cpu"], where
+            assert (path.stem, name) in rendered, f"no page renders {where}"
