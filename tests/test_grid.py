@@ -745,6 +745,11 @@ def test_only_gaussian_rows_with_room_take_the_shared_bounds():
 
     huge = SimpleNamespace(scale=2.0**22, step=1.0, half_width=10**9)
     assert not bounded_row(GAUSSIAN, [huge])
+    # inputs far from 0: j + k must stay an exact float32 integer (an
+    # independent check found j = 2^24 - 1 accepted, where it is not)
+    table = rounded_table(GAUSSIAN, 1.0, H)
+    assert bounded_row(GAUSSIAN, [table], 2**21)
+    assert not bounded_row(GAUSSIAN, [table], 2**24 - 1)
 
 
 def test_shared_bounds_draws_pass_the_chi_square_test():
