@@ -277,10 +277,12 @@ def _count_windows(response, bank, first, stop, batch, pack):
     group = max(1, batch.size // window)  # whole inputs per pass, unpacked
     for start in range(lo, hi, window):
         end = min(start + window, hi)
-        z = bank.rows(start, end).to(batch.counts.device)
-        shared = response.window(z)
         a = np.clip(first - start, 0, end - start)
         b = np.clip(stop - start, 0, end - start)
+        if not (b > a).any():  # a gap between inputs' ranges: nothing to draw
+            continue
+        z = bank.rows(start, end).to(batch.counts.device)
+        shared = response.window(z)
         for i0, i1 in _runs(a, b):
             r0, r1 = int(a[i0]), int(b[i0])
             rows = r1 - r0
