@@ -26,6 +26,8 @@ and a GPU give different, equally valid draws). The family maps the bits to
 noise with exact tails (:meth:`~smoothlearn.noise.NoiseFamily.bank_sample`).
 """
 
+from collections import OrderedDict
+
 import numpy as np
 import torch
 
@@ -140,26 +142,35 @@ class NoiseBank:
         Columns of each row.
     device : str or torch.device, default='cpu'
         Where the rows are drawn and held: the device that certifies.
+    keep_bytes : int, default=0
+        Keep the chunks drawn last, up to this many bytes, for counts that
+        come back to the same rows (the stream of
+        :func:`~smoothlearn.passes.certify_blocks`); the last chunk is always
+        kept. A chunk is ``CHUNK_ROWS * n_features`` float32 values.
     """
 
-    def __init__(self, key, bank, family, n_features, device="cpu"):
+    def __init__(self, key, bank, family, n_features, device="cpu", keep_bytes=0):
         self.key = key
         self.bank = bank
         self.family = family
         self.n_features = n_features
         self.device = torch.device(device)
-        self._cached = (None, None)
+        self.keep = max(1, keep_bytes // (CHUNK_ROWS * n_features * 4))
+        self._kept = OrderedDict()
         self._workspace = {}
 
     def chunk(self, j):
         """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``."""
-        if self._cached[0] == j:
-            return self._cached[1]
+        if j in self._kept:
+            self._kept.move_to_end(j)
+            return self._kept[j]
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
         bits = ChunkBits(seed, self.device, self._workspace)
         z = self.family.bank_sample(CHUNK_ROWS * self.n_features, bits)
         z = z.view(CHUNK_ROWS, self.n_features)
-        self._cached = (j, z)
+        self._kept[j] = z
+        while len(self._kept) > self.keep:
+            self._kept.popitem(last=False)
         return z
 
     def rows(self, start, stop):

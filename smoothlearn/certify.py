@@ -122,15 +122,21 @@ class SmoothingTask:
             )
         return answer
 
-    def bank(self, key, which, n_features):
+    def bank(self, key, which, n_features, keep_bytes=0):
         """The call's bank ``which``, drawn on the device that certifies: on the
         grid, the selection and estimation banks hold raw words
-        (:class:`~smoothlearn.grid.RawWords`)."""
+        (:class:`~smoothlearn.grid.RawWords`); ``keep_bytes`` as
+        :class:`~smoothlearn.banks.NoiseBank`'s."""
         family = self.family
         if self.grid is not None and which != banks.OPTIMISATION:
             family = RawWords(self.family)
         return banks.NoiseBank(
-            key, which, family, n_features, device=self.network.device
+            key,
+            which,
+            family,
+            n_features,
+            device=self.network.device,
+            keep_bytes=keep_bytes,
         )
 
     def prepare(self, X, key):

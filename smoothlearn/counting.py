@@ -273,14 +273,10 @@ def _count_windows(response, bank, first, stop, batch, pack):
     the whole ones between in one call), never more than the batch takes.
     """
     lo, hi = int(first.min()), int(stop.max())
-    window = min(hi - lo, batch.size)
-    group = max(1, batch.size // window)  # whole inputs per pass, unpacked
-    for start in range(lo, hi, window):
-        end = min(start + window, hi)
+    group = max(1, batch.size // min(hi - lo, batch.size))  # whole inputs, unpacked
+    for start, end in _windows(first, stop, batch.size):
         a = np.clip(first - start, 0, end - start)
         b = np.clip(stop - start, 0, end - start)
-        if not (b > a).any():  # a gap between inputs' ranges: nothing to draw
-            continue
         z = bank.rows(start, end).to(batch.counts.device)
         shared = response.window(z)
         for i0, i1 in _runs(a, b):
@@ -302,6 +298,25 @@ def _count_windows(response, bank, first, stop, batch, pack):
                 if batch.free == 0:
                     batch.flush()
     batch.flush()
+
+
+def _windows(first, stop, size):
+    """``(start, end)`` of the windows a count draws: each stretch of bank rows
+    that some input needs (the union of the ranges ``[first_i, stop_i)``) cut
+    into windows of ``min(stretch, size)`` rows from its start; rows no input
+    needs (between the looks of inputs at different stages) are never drawn.
+    A single stretch gives the windows from ``min(first)`` of the kernel
+    before."""
+    live = stop > first
+    order = np.argsort(first[live], kind="stable")
+    starts, stops = first[live][order], stop[live][order]
+    reach = np.maximum.accumulate(stops)
+    new = np.concatenate([[True], starts[1:] > reach[:-1]])
+    ends = np.concatenate([reach[np.flatnonzero(new)[1:] - 1], reach[-1:]])
+    for lo, hi in zip(starts[new].tolist(), ends.tolist()):
+        window = min(hi - lo, size)
+        for start in range(lo, hi, window):
+            yield start, min(start + window, hi)
 
 
 def _runs(a, b):

@@ -53,6 +53,12 @@ __all__ = ["certify_blocks"]
 
 SELECTING, ESTIMATING, DECIDED = 0, 1, 2
 
+#: Bytes of drawn bank chunks a stream keeps per bank (the blocks' inputs
+#: come back to the first looks' rows as each block is admitted, and a range
+#: cut between two rounds to its rest): 20 chunks of 784 features, 5 of
+#: 3x32x32, one (the last, as any count) of 3x224x224.
+KEPT_BANK_BYTES = 64 * 2**20
+
 
 class _Block:
     """One admitted block: its inputs, scales and each input's state."""
@@ -69,6 +75,9 @@ class _Block:
         self.top = np.zeros(m, dtype=np.intp)
         self.k = np.zeros(m, dtype=np.int64)
         self.look = np.zeros(m, dtype=np.intp)
+        # estimation rows counted past the current look, for the next one
+        self.ahead = np.zeros(m, dtype=np.int64)
+        self.ahead_k = np.zeros(m, dtype=np.int64)
         self.n_draws = np.zeros(m, dtype=np.int64)
         self.p_lower = np.zeros(m)
         self.needed = None
@@ -130,7 +139,9 @@ class _Stream:
 
     def bank(self, which, n_features):
         if which not in self.banks:
-            self.banks[which] = self.task.bank(self.key, which, n_features)
+            self.banks[which] = self.task.bank(
+                self.key, which, n_features, keep_bytes=KEPT_BANK_BYTES
+            )
         return self.banks[which]
 
     def run(self):
@@ -194,7 +205,10 @@ class _Stream:
             take = total if (short or pinned) else total // self.size * self.size
             if take == 0:
                 continue
-            self._count(which, parts, take, rows_by_block)
+            ahead = []
+            if short and which == banks.ESTIMATION and not pinned:
+                ahead = self._ahead(parts, -total % self.size)
+            self._count(which, parts, take, ahead, rows_by_block)
             counted = True
             if short:
                 break
@@ -207,37 +221,63 @@ class _Stream:
                 self._advance(block)
         return counted
 
-    def _count(self, which, parts, take, rows_by_block):
-        """Count the first ``take`` pending rows of ``parts`` in one count."""
+    def _ahead(self, parts, free):
+        """Up to ``free`` rows past the current look of the sequential
+        decision's inputs in ``parts`` (in input order, at most to each one's
+        next look): parts that fill a pass that would run short, counted
+        aside (:attr:`_Block.ahead`) and used only if the input goes on."""
+        if self.task.radius is None or free == 0:
+            return []
+        out = []
+        for block, rows, _ in parts:
+            going = rows[block.look[rows] < len(self.looks) - 1]
+            room = self.looks[block.look[going] + 1] - block.target[going]
+            before = np.concatenate([[0], np.cumsum(room)[:-1]])
+            n = np.minimum(room, np.maximum(free - before, 0))
+            keep = n > 0
+            if keep.any():
+                out.append((block, going[keep], n[keep]))
+                free -= int(n[keep].sum())
+            if free == 0:
+                break
+        return out
+
+    def _count(self, which, parts, take, ahead, rows_by_block):
+        """Count the first ``take`` pending rows of ``parts``, and the rows
+        ``ahead`` (:meth:`_ahead`), in one count."""
         chosen = []
         left = take
         for block, rows, lengths in parts:
             if left == 0:
                 break
-            n = np.minimum(
-                lengths,
-                np.maximum(left - np.concatenate([[0], np.cumsum(lengths)[:-1]]), 0),
-            )
+            before = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            n = np.minimum(lengths, np.maximum(left - before, 0))
             keep = n > 0
-            chosen.append((block, rows[keep], n[keep]))
+            chosen.append((block, rows[keep], n[keep], block.done[rows[keep]], False))
             left -= int(n.sum())
-        X = np.concatenate([b.X[r] for b, r, _ in chosen])
-        run = [b.run[r] for b, r, _ in chosen]
+        for block, rows, n in ahead:
+            chosen.append((block, rows, n, block.target[rows], True))
+        X = np.concatenate([b.X[r] for b, r, *_ in chosen])
+        run = [b.run[r] for b, r, *_ in chosen]
         run = run[0] if len(run) == 1 else Scale.concatenate(run)
-        first = np.concatenate([b.done[r] for b, r, _ in chosen])
-        n_draws = np.concatenate([n for _, _, n in chosen])
+        first = np.concatenate([f for *_, f, _ in chosen])
+        n_draws = np.concatenate([n for _, _, n, *_ in chosen])
         bank = self.bank(which, X.shape[1])
         counts = self.task.count(X, run, bank, n_draws, first_row=first)
         at = 0
-        for block, rows, n in chosen:
+        for block, rows, n, _, is_ahead in chosen:
             part = counts[at : at + len(rows)]
             at += len(rows)
+            rows_by_block[block] = rows_by_block.get(block, 0) + int(n.sum())
+            if is_ahead:
+                block.ahead_k[rows] += part[np.arange(len(rows)), block.top[rows]]
+                block.ahead[rows] += n
+                continue
             if which == banks.SELECTION:
                 block.selection[rows] += part
             else:
                 block.k[rows] += part[np.arange(len(rows)), block.top[rows]]
             block.done[rows] += n
-            rows_by_block[block] = rows_by_block.get(block, 0) + int(n.sum())
 
     def _advance(self, block):
         """Decide every input of ``block`` that reached its target."""
@@ -277,6 +317,12 @@ class _Stream:
             going = estimated[~stop]
             block.look[going] += 1
             block.target[going] = self.looks[block.look[going]]
+            # rows counted ahead are the next look's first ones: kept if the
+            # input goes on, dropped if it stopped (they decided nothing)
+            block.done[going] += block.ahead[going]
+            block.k[going] += block.ahead_k[going]
+            block.ahead[estimated] = 0
+            block.ahead_k[estimated] = 0
 
     def _select(self, block, rows):
         """The selected class of ``rows`` and their first estimation target."""
