@@ -155,23 +155,18 @@ class NoiseBank:
         self.family = family
         self.n_features = n_features
         self.device = torch.device(device)
-        self.keep = max(1, keep_bytes // (CHUNK_ROWS * n_features * 4))
-        self._kept = OrderedDict()
+        self._kept = Kept(keep_bytes)
         self._workspace = {}
 
     def chunk(self, j):
         """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``."""
-        if j in self._kept:
-            self._kept.move_to_end(j)
-            return self._kept[j]
+        return self._kept.get(j, lambda: self._draw(j))
+
+    def _draw(self, j):
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
         bits = ChunkBits(seed, self.device, self._workspace)
         z = self.family.bank_sample(CHUNK_ROWS * self.n_features, bits)
-        z = z.view(CHUNK_ROWS, self.n_features)
-        self._kept[j] = z
-        while len(self._kept) > self.keep:
-            self._kept.popitem(last=False)
-        return z
+        return z.view(CHUNK_ROWS, self.n_features)
 
     def rows(self, start, stop):
         """Rows ``[start, stop)`` as a float32 tensor on the bank's device."""
@@ -185,3 +180,41 @@ class NoiseBank:
             for j in range(first, last + 1)
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+class Kept:
+    """Tensors kept by key, the least recently used dropped past ``max_bytes``
+    (the last one always kept): a bank's chunks, a stream's first-layer
+    responses to windows of them."""
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self._items = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self):
+        return len(self._items)
+
+    def __contains__(self, key):
+        return key in self._items
+
+    def get(self, key, make):
+        """The tensor kept under ``key``, or ``make()``'s, kept."""
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = make()
+        self._items[key] = value
+        self._bytes += _nbytes(value)
+        while len(self._items) > 1 and self._bytes > self.max_bytes:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= _nbytes(dropped)
+        return value
+
+
+def _nbytes(value):
+    if value is None:
+        return 0
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return value.element_size() * value.nelement()

@@ -168,10 +168,10 @@ class SmoothingTask:
         quantised = Scale(quantised_scale(answer.values))
         return quantised, Scale(quantised.values.copy())
 
-    def count(self, X, run, bank, n_draws, *, rows=None, first_row=0):
+    def count(self, X, run, bank, n_draws, *, rows=None, first_row=0, windows=None):
         """Class counts of rows ``rows`` (all by default) over ``n_draws`` bank rows
         from ``first_row`` (each an int, or one per row):
-        :func:`~smoothlearn.counting.count_classes`."""
+        :func:`~smoothlearn.counting.count_classes` (``windows`` is its)."""
         if rows is not None:
             X, run = X[rows], run[rows]
         return counting.count_classes(
@@ -189,6 +189,7 @@ class SmoothingTask:
             # passes whatever else runs (design notes, "The network as one
             # function"); the selection draws only pick a class
             pinned=self.grid is not None and bank.bank == banks.ESTIMATION,
+            windows=windows,
         )
 
     def counts(self, X, key, which):

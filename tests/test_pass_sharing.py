@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from smoothlearn import banks
+from smoothlearn import passes as passes_module
 from smoothlearn.blocks import INPUT_BLOCK, BlockResult, run_blocks
 from smoothlearn.counting import count_classes
 from smoothlearn.grid import Grid
@@ -42,9 +43,17 @@ def _same(a, b):
     assert a.scale.equals(b.scale)
 
 
+@pytest.fixture
+def fill_ahead(monkeypatch):
+    """Rows ahead of a look fill the sequential tail's passes, as on a GPU."""
+    monkeypatch.setattr(passes_module, "FILL_AHEAD", True)
+
+
 @pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("params", SETTINGS)
-def test_blocks_share_passes_with_each_inputs_certificate_unchanged(params, reuse):
+def test_blocks_share_passes_with_each_inputs_certificate_unchanged(
+    params, reuse, fill_ahead
+):
     network, passes = _coordinates(reuse)
     X = _inputs(3 * INPUT_BLOCK - 9, seed=3)  # three blocks, the last short
     by_block = [_task(network, True, **params).certify(Xb, 7) for Xb in _blocks(X)]
@@ -228,3 +237,20 @@ def test_a_bank_keeps_chunks_up_to_its_bytes_with_the_same_rows():
         np.testing.assert_array_equal(kept.rows(a, b), plain.rows(a, b))
     # chunks 0-2, then 4 (evicting the least recent, 0), 0 again: five drawn
     assert len(drawn) == 5 and len(kept._kept) == 3
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_rows_ahead_fill_the_tail_off_the_cpu_only(monkeypatch, ahead):
+    network, passes = _coordinates(False)
+    X = _inputs(INPUT_BLOCK, seed=3)
+    reference = _task(network, True, radius=0.3).certify(X, 7)
+    monkeypatch.setattr(passes_module, "FILL_AHEAD", ahead if ahead else None)
+    passes.clear()
+    (result,) = _task(network, True, radius=0.3).certify_blocks([X], 7)
+    _same(result, reference)
+    needed = len(X) * 64 + reference.n_draws.sum()
+    short = sum(p < BATCH for p in passes)
+    if ahead:  # the selection's last pass and the stream's last
+        assert short <= 2 and sum(passes) >= needed
+    else:  # the CPU: no row counted that the decisions do not use
+        assert sum(passes) == needed and short > 2
