@@ -28,6 +28,11 @@ block's first ones:
   its scales (:meth:`~smoothlearn.certify.SmoothingTask.prepare`, on the
   block alone, as block by block) and its inputs start their selection
   draws. Only when no block is left to admit does a round run a short pass.
+* **The tail.** A short pass of the sequential decision is filled, off the
+  CPU (:data:`FILL_AHEAD`), with rows past the current look of inputs not at
+  their last look, counted aside: added to the input's count if it goes on
+  to its next look, dropped if it stopped, so each look's bound is of that
+  look's rows alone.
 * **Blocks leave in order**, each as its
   :class:`~smoothlearn.blocks.BlockResult` as soon as it and every block
   before it are decided, so checkpoints and progress still move by blocks.
