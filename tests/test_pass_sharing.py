@@ -11,13 +11,14 @@ import joblib
 import numpy as np
 import pytest
 
-from smoothlearn import banks
+from smoothlearn import banks, first_layer
 from smoothlearn import passes as passes_module
 from smoothlearn.blocks import INPUT_BLOCK, BlockResult, run_blocks
 from smoothlearn.counting import count_classes
 from smoothlearn.grid import Grid
 from smoothlearn.noise import get_noise
 from smoothlearn.passes import certify_blocks
+from smoothlearn.scale import Scale
 
 from .test_batch_fill import (
     _coordinates,
@@ -254,3 +255,27 @@ def test_rows_ahead_fill_the_tail_off_the_cpu_only(monkeypatch, ahead):
         assert short <= 2 and sum(passes) >= needed
     else:  # the CPU: no row counted that the decisions do not use
         assert sum(passes) == needed and short > 2
+
+
+def test_kept_first_layer_windows_give_the_same_counts(monkeypatch):
+    # a stream keeps the first layer's response to each window it counts;
+    # counting the same rows again takes it from there, with the same counts
+    network, _ = _coordinates(True)
+    X = _inputs(9, seed=8)
+    scale = Scale(np.full(9, 0.5))
+    bank = banks.NoiseBank(0, banks.ESTIMATION, GAUSSIAN, 5)
+    windows = banks.Kept(2**20)
+    computed = []
+    window = first_layer._FusedResponse.window
+    monkeypatch.setattr(
+        first_layer._FusedResponse,
+        "window",
+        lambda self, z: computed.append(len(z)) or window(self, z),
+    )
+    kwargs = {"batch_size": 100, "first_row": 50}
+    fresh = count_classes(network, X, scale, bank, 300, **kwargs)
+    first = count_classes(network, X, scale, bank, 300, windows=windows, **kwargs)
+    again = count_classes(network, X, scale, bank, 300, windows=windows, **kwargs)
+    np.testing.assert_array_equal(first, fresh)
+    np.testing.assert_array_equal(again, fresh)
+    assert computed == [100, 100, 100] * 2  # fresh, then once for the kept ones
