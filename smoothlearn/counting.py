@@ -106,6 +106,7 @@ def count_classes(
     grid=None,
     pack=True,
     pinned=False,
+    windows=None,
 ):
     """Count the base network's predictions on ``x_i + S_i z`` over a bank's rows.
 
@@ -155,6 +156,12 @@ def count_classes(
         depend on its place in its pass; pinned, that place depends on ``r``
         alone, never on the other inputs, on when the count runs or on how
         far earlier counts went. Overrides ``pack``.
+    windows : smoothlearn.banks.Kept, default=None
+        Keeps the first layer's response to each window of the bank, where
+        the response shares one across inputs
+        (:meth:`~smoothlearn.first_layer.FirstLinear.fused_response`), for
+        later counts of the same rows (a stream of blocks,
+        :mod:`smoothlearn.passes`): computed once, the same values.
 
     Returns
     -------
@@ -192,6 +199,7 @@ def count_classes(
                         first_row=first[rows],
                         progress=progress,
                         pack=pack,
+                        windows=windows,
                     )
             return out
     batch_size = network.batch_size_for(batch_size)
@@ -206,7 +214,12 @@ def count_classes(
             _count_pinned(response, bank, first, stop, batch_size, counts, progress)
         else:
             batch = _Batch(response, counts, batch_size, progress)
-            _count_windows(response, bank, first, first + n_draws, batch, pack)
+            kept = None
+            if windows is not None and hasattr(response, "window_key"):
+                key = response.window_key()
+                if key is not None:
+                    kept = (windows, (bank.key, bank.bank, key))
+            _count_windows(response, bank, first, first + n_draws, batch, pack, kept)
     return counts.cpu().numpy()
 
 
@@ -270,7 +283,7 @@ def _float_response(network, X, scale):
         return first.fused_response(centres, parts)
 
 
-def _count_windows(response, bank, first, stop, batch, pack):
+def _count_windows(response, bank, first, stop, batch, pack, kept=None):
     """Count input ``i`` over bank rows ``[first[i], stop[i])``, window by window.
 
     Within a window, consecutive inputs needing the same rows form a run, the
@@ -278,16 +291,18 @@ def _count_windows(response, bank, first, stop, batch, pack):
     into the batch wherever it fills, across runs and windows, and a run's
     pieces are formed a few inputs at a time (a partial input at each end,
     the whole ones between in one call), never more than the batch takes.
+    ``kept``, ``(Kept, key)`` or None, keeps each window's shared response.
     """
     lo, hi = int(first.min()), int(stop.max())
-    window = min(hi - lo, batch.size)
-    group = max(1, batch.size // window)  # whole inputs per pass, unpacked
-    for start in range(lo, hi, window):
-        end = min(start + window, hi)
-        z = bank.rows(start, end).to(batch.counts.device)
-        shared = response.window(z)
+    group = max(1, batch.size // min(hi - lo, batch.size))  # whole inputs, unpacked
+    for start, end in _windows(first, stop, batch.size):
         a = np.clip(first - start, 0, end - start)
         b = np.clip(stop - start, 0, end - start)
+        z = bank.rows(start, end).to(batch.counts.device)
+        if kept is None:
+            shared = response.window(z)
+        else:
+            shared = kept[0].get((*kept[1], start, end), lambda: response.window(z))
         for i0, i1 in _runs(a, b):
             r0, r1 = int(a[i0]), int(b[i0])
             rows = r1 - r0
@@ -307,6 +322,25 @@ def _count_windows(response, bank, first, stop, batch, pack):
                 if batch.free == 0:
                     batch.flush()
     batch.flush()
+
+
+def _windows(first, stop, size):
+    """``(start, end)`` of the windows a count draws: each stretch of bank rows
+    that some input needs (the union of the ranges ``[first_i, stop_i)``) cut
+    into windows of ``min(stretch, size)`` rows from its start; rows no input
+    needs (between the looks of inputs at different stages) are never drawn.
+    A single stretch gives the windows from ``min(first)`` of the kernel
+    before."""
+    live = stop > first
+    order = np.argsort(first[live], kind="stable")
+    starts, stops = first[live][order], stop[live][order]
+    reach = np.maximum.accumulate(stops)
+    new = np.concatenate([[True], starts[1:] > reach[:-1]])
+    ends = np.concatenate([reach[np.flatnonzero(new)[1:] - 1], reach[-1:]])
+    for lo, hi in zip(starts[new].tolist(), ends.tolist()):
+        window = min(hi - lo, size)
+        for start in range(lo, hi, window):
+            yield start, min(start + window, hi)
 
 
 def _runs(a, b):

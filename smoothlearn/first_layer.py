@@ -338,6 +338,15 @@ class _FusedResponse:
         elif self.factor is not None:  # per-input isotropic: s_i L z
             self.factor = self.factor.reshape(m, 1, *([1] * len(self.hidden_shape)))
 
+    def window_key(self):
+        """What :meth:`window` depends on besides the window's draws (the map
+        and the common scale), for keeping it across counts; None where it
+        also depends on the inputs (a low-rank part, a folded map)."""
+        if self.folded is not None or self.LB is not None:
+            return None
+        common = None if self.common is None else self.common.cpu().numpy().tobytes()
+        return id(self.first), common
+
     def window(self, z):
         """The map's response to the window, shared by every input; with a
         low-rank part, also every input's coordinates ``B_i^T z``."""

@@ -25,6 +25,7 @@ MODULES = (
     "smoothlearn.banks",
     "smoothlearn.counting",
     "smoothlearn.blocks",
+    "smoothlearn.passes",
     "smoothlearn.certify",
     "smoothlearn.first_layer",
     "smoothlearn.denoisers",

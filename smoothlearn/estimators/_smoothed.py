@@ -725,7 +725,9 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             grid=grid,
         )
 
-    def _run_blocks(self, work, X_flat, key, checkpoint=None, draws_per_input=None):
+    def _run_blocks(
+        self, work, X_flat, key, checkpoint=None, draws_per_input=None, grouped=False
+    ):
         return run_blocks(
             work,
             X_flat,
@@ -734,6 +736,7 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             verbose=self.verbose,
             checkpoint=checkpoint,
             draws_per_input=draws_per_input,
+            grouped=grouped,
         )
 
     def certify(self, X, *, radius=None, checkpoint=None):
@@ -804,11 +807,12 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
             log = CheckpointLog(checkpoint, fingerprint)
         result = BlockResult.concatenate(
             self._run_blocks(
-                task.certify,
+                task.certify_blocks,  # the blocks a process holds share passes
                 X_flat,
                 bank_key(self.random_state),
                 checkpoint=log,
                 draws_per_input=self.n0 + self.n,
+                grouped=True,
             )
         )
         certificates = Certificates(
