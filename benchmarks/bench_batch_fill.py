@@ -8,7 +8,7 @@ the sequential decision ``certify(X, radius=--radius)`` and
 ``radius_tolerance=--tolerance``, on the plain path and, with ``--reuse``,
 on the first-layer-reuse path too, in each ``--modes``:
 
-* ``across``: the default, every block of the call in one stream of full
+* ``across``: the default off the CPU, every block of the call in one stream of full
   passes (``SmoothingTask.pack_blocks=True``, :mod:`smoothlearn.passes`);
 * ``within``: block by block, each count's passes packed
   (``pack_blocks=False``, the engine before packing across blocks);

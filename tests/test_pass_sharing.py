@@ -32,6 +32,11 @@ SETTINGS = [{"radius": 0.3}, {"radius_tolerance": 0.05}, {}]
 BATCH = 300  # _task's batch_size
 
 
+def _stream(network, **params):
+    """A task whose blocks run as one stream (the default off the CPU)."""
+    return _task(network, True, pack_blocks=True, **params)
+
+
 def _blocks(X):
     return [X[i : i + INPUT_BLOCK] for i in range(0, len(X), INPUT_BLOCK)]
 
@@ -57,7 +62,7 @@ def test_blocks_share_passes_with_each_inputs_certificate_unchanged(
 ):
     network, passes = _coordinates(reuse)
     X = _inputs(3 * INPUT_BLOCK - 9, seed=3)  # three blocks, the last short
-    by_block = [_task(network, True, **params).certify(Xb, 7) for Xb in _blocks(X)]
+    by_block = [_stream(network, **params).certify(Xb, 7) for Xb in _blocks(X)]
     within = list(passes)
     passes.clear()
     read_at = []  # the passes run when each block was read
@@ -67,7 +72,7 @@ def test_blocks_share_passes_with_each_inputs_certificate_unchanged(
             read_at.append(len(passes))
             yield Xb
 
-    shared = list(_task(network, True, **params).certify_blocks(blocks(), 7))
+    shared = list(_stream(network, **params).certify_blocks(blocks(), 7))
     assert len(shared) == len(by_block) == 3
     for a, b in zip(shared, by_block):
         _same(a, b)
@@ -93,7 +98,7 @@ def test_blocks_share_passes_with_each_inputs_certificate_unchanged(
 def test_pack_blocks_false_is_block_by_block():
     network, passes = _coordinates(False)
     X = _inputs(2 * INPUT_BLOCK, seed=4)
-    task = _task(network, True, radius=0.3)
+    task = _stream(network, radius=0.3)
     task.pack_blocks = False
     passes.clear()
     results = list(task.certify_blocks(_blocks(X), 7))
@@ -117,7 +122,7 @@ def test_the_stream_admits_blocks_only_when_passes_run_short():
             pulled.append(i)
             yield Xb
 
-    task = _task(network, True, radius=0.3)
+    task = _stream(network, radius=0.3)
     seen = []
     for result in task.certify_blocks(blocks(), 7):
         seen.append((len(result.class_index), len(pulled)))
@@ -131,9 +136,9 @@ def test_grid_certificates_are_the_same_across_blocks(params):
     X = _inputs(2 * INPUT_BLOCK + 5, seed=3)
     grid = Grid(1 / 16)
     by_block = [
-        _task(network, True, grid=grid, **params).certify(Xb, 7) for Xb in _blocks(X)
+        _stream(network, grid=grid, **params).certify(Xb, 7) for Xb in _blocks(X)
     ]
-    shared = _task(network, True, grid=grid, **params).certify_blocks(_blocks(X), 7)
+    shared = _stream(network, grid=grid, **params).certify_blocks(_blocks(X), 7)
     for a, b in zip(shared, by_block, strict=True):
         _same(a, b)
 
@@ -146,7 +151,7 @@ def test_pinned_estimation_counts_are_untouched(params):
     # reads its row's place in the pass (whose packed selection may differ)
     network, _ = _place_reading_network()
     X = _inputs(2 * INPUT_BLOCK + 5, seed=3)
-    task = _task(network, True, grid=Grid(1 / 16), **params)
+    task = _stream(network, grid=Grid(1 / 16), **params)
     index = {x.tobytes(): i for i, x in enumerate(X)}
     assert len(index) == len(X)
     counted = np.zeros((len(X), 3), dtype=np.int64)
@@ -188,7 +193,7 @@ def test_pinned_estimation_counts_are_untouched(params):
 def test_run_blocks_grouped_on_workers_gives_the_same_results(tmp_path):
     network, _ = _coordinates(False)
     X = _inputs(5 * INPUT_BLOCK + 3, seed=7)
-    task = _task(network, True, radius=0.3)
+    task = _stream(network, radius=0.3)
     reference = BlockResult.concatenate([task.certify(Xb, 7) for Xb in _blocks(X)])
     for n_jobs in (1, 2):
         with joblib.parallel_config(backend="threading"):
@@ -217,6 +222,7 @@ def test_float_certificates_are_the_same_across_blocks(fitted_mlp, digits, param
     task = clf._task(clf._certification_strategy(), radius=params.get("radius"))
     task.radius_tolerance = params.get("radius_tolerance")
     task.batch_size = 500
+    task.pack_blocks = True  # the stream, as off the CPU
     X_flat = clf._inputs(X[:150])
     stream = BlockResult.concatenate(list(task.certify_blocks(_blocks(X_flat), 3)))
     task.pack_blocks = False
@@ -244,10 +250,10 @@ def test_a_bank_keeps_chunks_up_to_its_bytes_with_the_same_rows():
 def test_rows_ahead_fill_the_tail_off_the_cpu_only(monkeypatch, ahead):
     network, passes = _coordinates(False)
     X = _inputs(INPUT_BLOCK, seed=3)
-    reference = _task(network, True, radius=0.3).certify(X, 7)
+    reference = _stream(network, radius=0.3).certify(X, 7)
     monkeypatch.setattr(passes_module, "FILL_AHEAD", ahead if ahead else None)
     passes.clear()
-    (result,) = _task(network, True, radius=0.3).certify_blocks([X], 7)
+    (result,) = _stream(network, radius=0.3).certify_blocks([X], 7)
     _same(result, reference)
     needed = len(X) * 64 + reference.n_draws.sum()
     short = sum(p < BATCH for p in passes)
@@ -279,3 +285,20 @@ def test_kept_first_layer_windows_give_the_same_counts(monkeypatch):
     np.testing.assert_array_equal(first, fresh)
     np.testing.assert_array_equal(again, fresh)
     assert computed == [100, 100, 100] * 2  # fresh, then once for the kept ones
+
+
+def test_the_stream_is_the_default_off_the_cpu_only():
+    """On the CPU a pass costs about its rows and the stream redraws some:
+    block by block there by default; off it the stream (the same
+    certificates either way, tested above)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    for device, streams in (("cpu", False), ("cuda", True), ("mps", True)):
+        network = SimpleNamespace(device=torch.device(device))
+        task = _task(network, True, radius=0.3)
+        assert task.streams_blocks is streams
+        assert _task(network, True, pack_blocks=True).streams_blocks
+        assert not _task(network, True, pack_blocks=False).streams_blocks
+        assert not _task(network, False, pack_blocks=True).streams_blocks

@@ -805,14 +805,16 @@ class SmoothedClassifier(ClassifierMixin, BaseEstimator):
                 classes=self.classes_,
             )
             log = CheckpointLog(checkpoint, fingerprint)
+        # off the CPU the blocks a process holds share passes (one stream)
+        streams = task.streams_blocks
         result = BlockResult.concatenate(
             self._run_blocks(
-                task.certify_blocks,  # the blocks a process holds share passes
+                task.certify_blocks if streams else task.certify,
                 X_flat,
                 bank_key(self.random_state),
                 checkpoint=log,
                 draws_per_input=self.n0 + self.n,
-                grouped=True,
+                grouped=streams,
             )
         )
         certificates = Certificates(
