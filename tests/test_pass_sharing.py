@@ -10,6 +10,7 @@ digits MLP checks the float path the estimator runs.
 import joblib
 import numpy as np
 import pytest
+import torch
 
 from smoothlearn import banks, first_layer
 from smoothlearn import passes as passes_module
@@ -293,7 +294,6 @@ def test_the_stream_is_the_default_off_the_cpu_only():
     certificates either way, tested above)."""
     from types import SimpleNamespace
 
-    import torch
 
     for device, streams in (("cpu", False), ("cuda", True), ("mps", True)):
         network = SimpleNamespace(device=torch.device(device))
@@ -302,3 +302,42 @@ def test_the_stream_is_the_default_off_the_cpu_only():
         assert _task(network, True, pack_blocks=True).streams_blocks
         assert not _task(network, True, pack_blocks=False).streams_blocks
         assert not _task(network, False, pack_blocks=True).streams_blocks
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("params", SETTINGS)
+def test_on_a_gpu_certify_streams_with_the_certificates_of_block_by_block(
+    digits, params
+):
+    # the default on a GPU is the stream: certify against certify with the
+    # task made block by block, same device and draws (the network's float
+    # rounding may differ with a pass's layout: draws equal, labels and
+    # bounds up to that)
+    import dataclasses
+    from unittest import mock
+
+    from smoothlearn import SmoothedClassifier
+
+    X, y = digits
+    clf = SmoothedClassifier(
+        n=2000,
+        n0=64,
+        batch_size=500,
+        module__hidden_units=(32,),
+        max_epochs=3,
+        device="cuda",
+        random_state=0,
+        radius_tolerance=params.get("radius_tolerance"),
+    ).fit(X[:600], y[:600])
+    assert clf._task(clf._certification_strategy()).streams_blocks
+    build = type(clf)._task
+
+    def block_by_block(self, *args, **kwargs):
+        return dataclasses.replace(build(self, *args, **kwargs), pack_blocks=False)
+
+    stream = clf.certify(X[600:750], radius=params.get("radius"))
+    with mock.patch.object(type(clf), "_task", block_by_block):
+        alone = clf.certify(X[600:750], radius=params.get("radius"))
+    np.testing.assert_array_equal(stream.n_draws, alone.n_draws)
+    assert np.mean(stream.label == alone.label) >= 0.98
+    np.testing.assert_allclose(stream.p_lower, alone.p_lower, atol=1e-6)
