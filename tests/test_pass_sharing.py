@@ -294,7 +294,6 @@ def test_the_stream_is_the_default_off_the_cpu_only():
     certificates either way, tested above)."""
     from types import SimpleNamespace
 
-
     for device, streams in (("cpu", False), ("cuda", True), ("mps", True)):
         network = SimpleNamespace(device=torch.device(device))
         task = _task(network, True, radius=0.3)
