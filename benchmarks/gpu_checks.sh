@@ -23,7 +23,8 @@ python -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"
 # every test that needs a GPU (they skip without one)
 step cuda-tests 150 python -m pytest -q -p no:cacheprovider \
     tests/test_precision.py tests/test_grid.py tests/test_noise.py \
-    tests/test_smoothed_classifier.py tests/test_certify.py -k "cuda or device"
+    tests/test_smoothed_classifier.py tests/test_certify.py \
+    tests/test_pass_sharing.py -k "cuda or device or gpu"
 # ResNet-20 and ResNet-110, n = 100,000: fp32 against bf16 against bf16 +
 # compile, beside the 3.7 s per image anchor for ResNet-110
 cd benchmarks
