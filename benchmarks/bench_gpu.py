@@ -95,22 +95,35 @@ def synchronised(fn, device):
     return run
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def device_parser(description):
+    """The arguments of a certification sized by its device (``--n``: 100,000
+    on a GPU, 2,000 elsewhere, as :func:`device_settings` fills it in)."""
+    parser = argparse.ArgumentParser(description=description)
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     parser.add_argument("--device", default=default_device)
     parser.add_argument("--n", type=int, default=None, help="100,000 on a GPU")
     parser.add_argument("--n0", type=int, default=100)
     parser.add_argument("--inputs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=1000)
+    return parser
+
+
+def device_settings(parser):
+    """``parser``'s arguments, ``--n`` filled in for the device."""
+    args = parser.parse_args()
+    if args.n is None:
+        args.n = 100_000 if args.device.startswith("cuda") else 2000
+    return args
+
+
+def main():
+    parser = device_parser(__doc__.splitlines()[0])
     parser.add_argument("--sigma", type=float, default=0.25)
     parser.add_argument(
         "--strategies", default="cohen", help="comma-separated, e.g. cohen,ancer"
     )
     parser.add_argument("--trace", action="store_true")
-    args = parser.parse_args()
-    if args.n is None:
-        args.n = 100_000 if args.device.startswith("cuda") else 2000
+    args = device_settings(parser)
     torch.manual_seed(0)
     module = ResNet20().to(args.device).eval()
     rng = np.random.RandomState(0)

@@ -25,10 +25,10 @@ Run: ``python benchmarks/bench_grid_sampler.py --dataset
 """
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from _timing import best_of
 from bench_quality import load
 
 from smoothlearn import SmoothedClassifier
@@ -36,16 +36,6 @@ from smoothlearn._grid_quantiles import QuantileBounds
 from smoothlearn.estimators._noisy_net import certification_network
 from smoothlearn.grid import RowSampler, TableSet, resolve_grid
 from smoothlearn.noise import get_noise
-
-
-def best(fn, repeats):
-    """Least CPU time of ``repeats`` calls, in ms."""
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return 1e3 * min(times)
 
 
 def main():
@@ -92,7 +82,6 @@ def main():
     samplers = [RowSampler(gaussian, r, step, "cpu", tables) for r in rows]
     bounds = QuantileBounds(gaussian, d)
     k = samplers[0].sample(words).to(torch.float32)
-    r = args.repeats
 
     def guides():
         tables._top = (None, None)  # every row of a window, the shift once
@@ -125,20 +114,24 @@ def main():
             torch.addcmul(below, lo, rho, out=low).floor_()
             torch.addcmul(above, hi, rho, out=low).floor_()
 
+    runs = {
+        "forward": lambda: network.logits(batch).max(dim=1),
+        "float noise": lambda: torch.addcmul(x, s, z, out=batch),
+        "grid j+k, *h": lambda: torch.add(j, k, out=batch).mul_(np.float32(step)),
+        "grid *h": lambda: batch.mul_(np.float32(step)),
+        "guides, per row": guides,
+        "bounds, per window": shared,
+        "bounds (j+k), per row": bounded,
+        "floor: one gather": one_gather,
+        "floor: arithmetic": arithmetic,
+    }
     with torch.inference_mode():
-        t = {
-            "forward": best(lambda: network.logits(batch).max(dim=1), r),
-            "float noise": best(lambda: torch.addcmul(x, s, z, out=batch), r),
-            "grid j+k, *h": best(
-                lambda: torch.add(j, k, out=batch).mul_(np.float32(step)), r
-            ),
-            "grid *h": best(lambda: batch.mul_(np.float32(step)), r),
-            "guides, per row": best(guides, r) / len(rows),
-            "bounds, per window": best(shared, r),
-            "bounds (j+k), per row": best(bounded, r) / len(rows),
-            "floor: one gather": best(one_gather, r) / len(rows),
-            "floor: arithmetic": best(arithmetic, r) / len(rows),
-        }
+        seconds = best_of(runs, args.repeats, clock="cpu")
+    # in ms; the per-row pieces ran every row of the window
+    t = {
+        name: 1e3 * v / (len(rows) if "per row" in name or "floor" in name else 1)
+        for name, v in seconds.items()
+    }
     for name, ms in t.items():
         print(f"  {name:20s} {ms:7.3f}")
     base = t["forward"] + t["float noise"]

@@ -20,12 +20,11 @@ and the radii's differences where both certify.
         --models resnet20 --modes fp32,bf16 --quality digits
 """
 
-import argparse
 import time
 
 import numpy as np
 import torch
-from bench_gpu import CifarResNet, synchronised
+from bench_gpu import CifarResNet, device_parser, device_settings, synchronised
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.metrics import certified_accuracy
@@ -147,22 +146,14 @@ def quality(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_device = "cuda" if torch.cuda.is_available() else "cpu"
-    parser.add_argument("--device", default=default_device)
-    parser.add_argument("--n", type=int, default=None, help="100,000 on a GPU")
-    parser.add_argument("--n0", type=int, default=100)
-    parser.add_argument("--inputs", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser = device_parser(__doc__.splitlines()[0])
     parser.add_argument("--models", default="resnet20,resnet110")
     parser.add_argument("--modes", default="fp32,bf16,bf16+compile")
     parser.add_argument("--quality", choices=["digits", "mnist"], default=None)
     parser.add_argument("--quality-n", type=int, default=10_000)
     parser.add_argument("--quality-inputs", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=10)
-    args = parser.parse_args()
-    if args.n is None:
-        args.n = 100_000 if args.device.startswith("cuda") else 2000
+    args = device_settings(parser)
     if args.models:
         speed(args)
     if args.quality:

@@ -455,24 +455,23 @@ class _GridResponse(_PlainResponse):
             if key not in self.samplers:
                 self.samplers[key] = RowSampler(family, row, grid.step, device, tables)
             self.row_keys.append(key)
+        largest = np.abs(j).max()
+        reach = max(s.reach for s in self.samplers.values())
+        if largest + reach >= 2**24:
+            raise ValueError(
+                "on the grid, |x / step| plus the noise's reach must stay below 2^24"
+            )
         # rows decided by arithmetic on quantile bounds every row shares,
         # where enough rows share them to pay for them (the same k either way)
         bounded = {
             key
             for key, s in self.samplers.items()
             if s.cpu
-            and bounded_row(
-                family, [s.tables[t] for t in np.unique(s.which)], np.abs(j).max()
-            )
+            and bounded_row(family, [s.tables[t] for t in np.unique(s.which)], largest)
         }
         self.quantiles = None
         if len(bounded) >= BOUNDED_MIN_ROWS:
             self.quantiles = (QuantileBounds(family, d), bounded)
-        reach = max(s.reach for s in self.samplers.values())
-        if np.abs(j).max() + reach >= 2**24:
-            raise ValueError(
-                "on the grid, |x / step| plus the noise's reach must stay below 2^24"
-            )
         self.j = torch.as_tensor(j.astype(np.float32), device=device)
         levels = None
         if network.noise_level_rule is not None:  # a denoiser told each level

@@ -137,17 +137,32 @@ def test_the_grid_path_packs_with_the_same_counts():
     np.testing.assert_array_equal(packed, unpacked)
     # and input by input, alone
     for i in range(0, m, 5):
-        alone = count_classes(
+        alone = count_alone(
             network,
-            X[i : i + 1],
-            scale[i : i + 1],
+            X,
+            scale,
             bank,
-            n_draws[i],
+            n_draws,
+            i,
             batch_size=batch_size,
-            first_row=first[i],
+            first_row=first,
             grid=grid,
         )
-        np.testing.assert_array_equal(alone[0], packed[i])
+        np.testing.assert_array_equal(alone, packed[i])
+
+
+def count_alone(network, X, scale, bank, n_draws, i, first_row=None, **kwargs):
+    """Input ``i``'s counts, counted alone (``first_row`` per input, or None)."""
+    first = 0 if first_row is None else first_row[i]
+    return count_classes(
+        network,
+        X[i : i + 1],
+        scale[i : i + 1],
+        bank,
+        n_draws[i],
+        first_row=first,
+        **kwargs,
+    )[0]
 
 
 def _task(network, pack, **params):
@@ -247,16 +262,17 @@ def test_rotated_scales_pack_through_first_layer_reuse(k):
     np.testing.assert_array_equal(packed, unpacked)
     assert packed.sum() == n_draws.sum()
     for i in np.flatnonzero(n_draws)[:6]:  # alone, in one pass: nothing sliced
-        alone = count_classes(
+        alone = count_alone(
             network,
-            X[i : i + 1],
-            scale[i : i + 1],
+            X,
+            scale,
             bank,
-            n_draws[i],
+            n_draws,
+            i,
             batch_size=int(n_draws[i]),
-            first_row=first[i],
+            first_row=first,
         )
-        np.testing.assert_array_equal(alone[0], packed[i])
+        np.testing.assert_array_equal(alone, packed[i])
 
 
 class _PlaceReading(torch.nn.Module):

@@ -26,6 +26,7 @@ from .test_batch_fill import (
     _inputs,
     _place_reading_network,
     _task,
+    count_alone,
 )
 
 GAUSSIAN = get_noise("gaussian")
@@ -176,16 +177,17 @@ def test_pinned_estimation_counts_are_untouched(params):
     bank = task.bank(7, banks.ESTIMATION, X.shape[1])
     run, _ = task.prepare(X, 7)
     alone = [
-        count_classes(
+        count_alone(
             network,
-            X[i : i + 1],
-            run[i : i + 1],
+            X,
+            run,
             bank,
-            n_draws[i],
+            n_draws,
+            i,
             batch_size=BATCH,
             grid=task.grid,
             pinned=True,
-        )[0]
+        )
         for i in range(len(X))
     ]
     np.testing.assert_array_equal(counted, np.stack(alone))
