@@ -17,7 +17,9 @@ certified accuracy at ``ACCURACY_AT``). ``--shuffle K`` runs each memory on
 K shuffles of the inputs and prints the largest change of a certificate.
 ``--results DIR`` keeps the certificates per chunk of ``--chunk`` inputs (an
 interrupted run resumes; a later run with more inputs certifies only the new
-ones).
+ones). ``--results-file benchmarks/results/<dataset>.json`` writes the table
+(one row per memory and strategy) and the paired intervals into that data
+set's results file as ``--results-table`` (default ``memory``).
 
     python benchmarks/bench_memory_shrink.py \\
         --dataset /usr/share/datasets/fashion-mnist --images --train 12000 \\
@@ -33,6 +35,7 @@ import warnings
 
 import joblib
 import numpy as np
+from _results import record_table, run_record
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
 from smoothlearn import Certificates, MemoryCertifier, SmoothedClassifier
@@ -44,12 +47,13 @@ ACCURACY_AT = (0, 0.25, 0.5, 0.75)
 
 def certificates(clf, text, X, y, results, chunk):
     """``text``'s certificates of ``X`` without a memory, kept per chunk."""
-    parts, seconds = [], []
+    parts, seconds, resumed = [], [], 0
     for first in range(0, len(X), chunk):
         index = slice(first, min(first + chunk, len(X)))
         path = results and os.path.join(results, f"{text}@{first}.joblib")
         if path and os.path.exists(path):
             saved = joblib.load(path)
+            resumed += len(saved["cert"])
         else:
             clf.set_params(strategy=parse_strategy(text))
             start = time.perf_counter()
@@ -67,7 +71,7 @@ def certificates(clf, text, X, y, results, chunk):
             raise ValueError(f"{path} holds certificates of other inputs")
         parts.append(saved["cert"])
         seconds.append(np.full(len(saved["cert"]), saved["seconds"]))
-    return Certificates.concatenate(parts), np.concatenate(seconds)
+    return Certificates.concatenate(parts), np.concatenate(seconds), resumed
 
 
 def row(cert, y):
@@ -170,15 +174,29 @@ def main():
         help="also run each memory on this many shuffles of the inputs and "
         "report the largest change of a certificate",
     )
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default="memory", help="the table's name in that file"
+    )
     args = parser.parse_args()
+    for spec in args.memories:
+        memory_of(spec)  # a misspelt memory fails before any certificate
+    record = run_record(args.device)
     clf, X, y = prepared(args)
-    raw = {}
+    raw, resumed = {}, 0
     for text in args.strategies:
-        raw[text] = certificates(clf, text, X, y, args.results, args.chunk)
-        print(f"{text}: {raw[text][1].mean():.3f} s/input certified", flush=True)
+        cert, seconds, read = certificates(clf, text, X, y, args.results, args.chunk)
+        raw[text] = cert, seconds
+        resumed += read
+        print(f"{text}: {seconds.mean():.3f} s/input certified", flush=True)
     print(f"{args.dataset}: {len(X)} inputs, n={args.n}, accuracy at radii {RADII}")
     rng = np.random.RandomState(0)
-    table = {}
+    table, written, differences = {}, [], []
     for spec in ["none", *args.memories]:
         rows = {}
         for text, (cert, seconds) in raw.items():
@@ -192,7 +210,7 @@ def main():
             rows[text] = r = row(out, y)
             table[spec, text] = r
             acc = [np.mean(r["correct"] & (out.radius >= t)) for t in RADII]
-            extra = ""
+            extra, figures = "", {}
             if memory is not None:
                 base = table["none", text]
                 kept = r["proxy_radius"].mean() / max(
@@ -204,6 +222,12 @@ def main():
                     f"{kept:.0%}  memory {memory_seconds:.4f} s/input "
                     f"({memory_seconds / seconds.mean():.1%} of certification)"
                 )
+                figures = {
+                    "kept": kept,
+                    "abstained": int(out.abstained.sum() - cert.abstained.sum()),
+                    "memory_seconds": memory_seconds,
+                    "shuffled_change": 0.0 if args.shuffle else "",
+                }
                 for _ in range(args.shuffle):
                     order = rng.permutation(len(cert))
                     again = memory_of(spec).fit_transform(cert[order])
@@ -213,6 +237,19 @@ def main():
                         np.abs(again.proxy_radius[inverse] - out.proxy_radius).max(),
                     )
                     extra += f"  shuffled: max change {change:.1e}"
+                    figures["shuffled_change"] = max(
+                        figures["shuffled_change"], float(change)
+                    )
+            written.append(
+                {
+                    "memory_strategy": f"{spec.replace('-', ' ')}, {text}",
+                    "certified_accuracy": [float(a) for a in acc],
+                    "acr": float(r["radius"].mean()),
+                    "acr_proxy": float(r["proxy_radius"].mean()),
+                    "seconds": float(seconds.mean()),
+                    **{key: figures.get(key, "") for key in MEMORY_KEYS},
+                }
+            )
             print(
                 f"{spec:<22} {text:<14} acc "
                 + " ".join(f"{a:.3f}" for a in acc)
@@ -225,28 +262,90 @@ def main():
         for text, r in rows.items():
             if text == "ancer":
                 continue
-            print(
-                f"{spec:<22} {text:<14} - ancer"
-                + versus(r, rows["ancer"], args.boot, rng)
+            line, found = versus(r, rows["ancer"], args.boot, rng)
+            print(f"{spec:<22} {text:<14} - ancer" + line)
+            differences += named(
+                found,
+                f"{spec.replace('-', ' ')}, {text}",
+                f"{spec.replace('-', ' ')}, ancer",
             )
     for spec in args.memories:
         if spec == "sequential" or "sequential" not in args.memories:
             continue
         for text in raw:
-            print(
-                f"{spec:<22} {text:<14} - sequential"
-                + versus(table[spec, text], table["sequential", text], args.boot, rng)
+            line, found = versus(
+                table[spec, text], table["sequential", text], args.boot, rng
             )
+            print(f"{spec:<22} {text:<14} - sequential" + line)
+            differences += named(
+                found, f"{spec.replace('-', ' ')}, {text}", f"sequential, {text}"
+            )
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=written,
+            differences=differences,
+            settings={
+                "dataset": args.dataset,
+                "inputs": len(X),
+                "n": args.n,
+                "sigma": args.sigma,
+                "alpha": clf.alpha,
+                "epochs": args.epochs,
+                "train_inputs": args.train,
+                "strategies": args.strategies,
+                "memories": args.memories,
+                "shuffles": args.shuffle,
+                "bootstrap": args.boot,
+                "certificates_read_from_earlier_runs": resumed,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The memory columns (blank on the rows of no memory).
+MEMORY_KEYS = ("kept", "abstained", "memory_seconds", "shuffled_change")
+#: The table's columns in a results file (``benchmarks/_results.py``); a row
+#: is named ``"<memory>, <strategy>"`` (``"joint volume, ancer"``).
+COLUMNS = [
+    {"key": "memory_strategy", "label": "memory, strategy"},
+    {
+        "key": "certified_accuracy",
+        "label": "certified accuracy at "
+        + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
+        "format": ".3",
+        "at": list(RADII),
+    },
+    {"key": "acr", "label": "ACR", "format": ".3"},
+    {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
+    {"key": "kept", "label": "AC R~ kept", "format": ".0%"},
+    {"key": "abstained", "label": "abstained", "format": "d"},
+    {"key": "memory_seconds", "label": "memory s/input", "format": ".3f"},
+    {"key": "shuffled_change", "label": "shuffled: largest change", "format": ".1e"},
+    {"key": "seconds", "label": "certify s/input", "format": ".3f"},
+]
+
+
+def named(found, a, b):
+    """``versus``'s intervals as a results file's differences of ``a`` and ``b``."""
+    return [{"a": a, "b": b, **item} for item in found]
 
 
 def versus(r, base, boot, rng):
     """Paired bootstrap 95% intervals of ``r`` minus ``base``: AC R~, ACR and
-    certified accuracy at ``ACCURACY_AT``."""
-    line = ""
+    certified accuracy at ``ACCURACY_AT``. Returns the printed line and the
+    intervals (``key``, ``mean``, ``low``, ``high``; ``certified_accuracy@t``
+    for certified accuracy at ``t``)."""
+    line, found = "", []
     for key, label in (("proxy_radius", "ACR~"), ("radius", "ACR")):
         mean, low, high = bootstrap_interval(r[key], base[key], boot, rng)
         verdict = "" if low <= 0 <= high else " *"
         line += f"  {label} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
+        name = {"radius": "acr", "proxy_radius": "acr_proxy"}[key]
+        found.append({"key": name, "mean": mean, "low": low, "high": high})
     for t in ACCURACY_AT:  # certified accuracy at an l2 radius
         mean, low, high = bootstrap_interval(
             (r["correct"] & (r["radius"] >= t)).astype(float),
@@ -256,7 +355,13 @@ def versus(r, base, boot, rng):
         )
         verdict = "" if low <= 0 <= high else " *"
         line += f"  acc@{t} {mean:+.3f} [{low:+.3f}, {high:+.3f}]{verdict}"
-    return line
+        found.append(
+            {"key": f"certified_accuracy@{t:g}", "mean": mean, "low": low, "high": high}
+        )
+    for item in found:
+        for k in ("mean", "low", "high"):
+            item[k] = float(item[k])
+    return line, found
 
 
 if __name__ == "__main__":
