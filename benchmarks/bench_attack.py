@@ -13,6 +13,12 @@ certified prediction anywhere in its own region
 (:func:`smoothlearn.attacks.attack_certified_regions`, must be 0), and the
 seconds spent certifying and attacking at the radii.
 
+``--results-file benchmarks/results/digits.json`` writes the table into the
+digits results file as ``--results-table`` (default ``attack_<first>_<last>``,
+the test inputs attacked), with the command, commit, machine and date, keeping
+the file's other tables (``benchmarks/_results.py``). One run is one table:
+its seconds and its provenance are that run's.
+
     python benchmarks/bench_attack.py [--n-test 200] [--first 0] [--n 10000]
         [--radii 0.25 0.5] [--strategies cohen ancer] [--steps 20] [--restarts 1]
 """
@@ -20,8 +26,10 @@ seconds spent certifying and attacking at the radii.
 import argparse
 import platform
 import time
+from pathlib import Path
 
 import torch
+from _results import record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.attacks import attack_certified_regions, smoothed_pgd_attack
@@ -43,10 +51,29 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--draws", type=int, default=16)
     parser.add_argument("--restarts", type=int, default=1)
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the digits results file (benchmarks/results/digits.json) to "
+        "write the finished table into",
+    )
+    parser.add_argument(
+        "--results-table",
+        default=None,
+        help="the table's name in that file (attack_<first>_<last>)",
+    )
     args = parser.parse_args()
+    if args.results_file and Path(args.results_file).name != "digits.json":
+        parser.error(
+            f"--results-file: digits' file is digits.json, not {args.results_file}"
+        )
+    record = run_record()
     data = load_dataset("digits")
     rows = slice(args.first, args.first + args.n_test)
     X, y = data.X_test[rows], data.y_test[rows]
+    if len(X) == 0:
+        parser.error(f"--first {args.first}: digits has {len(data.X_test)} test inputs")
+    name = args.results_table or f"attack_{args.first}_{args.first + len(X) - 1}"
     start = time.perf_counter()
     clf = SmoothedClassifier(
         sigma=args.sigma, max_epochs=args.epochs, n=args.n, random_state=0
@@ -63,9 +90,10 @@ def main():
     header = (
         f"{'strategy':<9}{'radius':>7}{'certified':>19}{'attacked':>10}"
         f"{'cert. but wrong':>17}{'flips':>7}{'region flips':>14}{'cert s':>8}"
-        f"{'attack s':>10}"
+        f"{'attack s':>10}{'region s':>10}"
     )
     print(header)
+    table = []
     for strategy in args.strategies:
         clf.set_params(strategy=strategy)
         start = time.perf_counter()
@@ -94,6 +122,7 @@ def main():
             random_state=0,
         )
         region_flips = int(region.flips_inside(cert).sum())
+        region_seconds = time.perf_counter() - start - attack_seconds
         for result in results:
             r = result.radius
             certified = ~cert.abstained & (cert.label == y) & (cert.radius >= r)
@@ -105,14 +134,76 @@ def main():
                 f"{strategy:<9}{r:>7g}{100 * ca:>7.1f} [{100 * interval.low:4.1f},"
                 f"{100 * interval.high:5.1f}]{100 * result.accuracy:>10.1f}"
                 f"{wrong:>17d}{flips:>7d}{region_flips:>14d}{certify_seconds:>8.1f}"
-                f"{attack_seconds:>10.1f}"
+                f"{attack_seconds:>10.1f}{region_seconds:>10.1f}"
             )
             if result.accuracy < ca or flips or region_flips:
                 print("  ^ empirical below certified, or a flip inside a region")
+            table.append(
+                {
+                    "case": f"{strategy}, {r:g}",
+                    "certified": float(ca),
+                    "certified_low": float(interval.low),
+                    "certified_high": float(interval.high),
+                    "attacked": float(result.accuracy),
+                    "certified_but_wrong": wrong,
+                    "flips": flips,
+                    "region_flips": region_flips,
+                    "certify_seconds": certify_seconds,
+                    "attack_seconds": attack_seconds,
+                    "region_seconds": region_seconds,
+                }
+            )
     print(
         "certified: % certified at the radius, with its 95% Clopper-Pearson "
         "interval over the test set; attacked: empirical robust accuracy (%)"
     )
+    if args.results_file:
+        settings = {
+            "dataset": "digits",
+            "first_input": args.first,
+            "inputs": len(X),
+            "train_inputs": len(data.X_train),
+            "model": "built-in MLP (256, 256), gaussian noise augmentation",
+            "epochs": args.epochs,
+            "n": args.n,
+            "sigma": args.sigma,
+            "alpha": clf.alpha,
+            "memory": str(clf.memory),
+            "radii": args.radii,
+            "strategies": args.strategies,
+            "steps": args.steps,
+            "draws_per_step": args.draws,
+            "restarts": args.restarts,
+            "interval": "Clopper-Pearson 95% over the test inputs",
+        }
+        record_table(
+            args.results_file,
+            name,
+            columns=COLUMNS,
+            rows=table,
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {name!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``); the
+#: first names a row (strategy and radius together). Seconds are per
+#: strategy: certifying the inputs, attacking them at every radius, and
+#: attacking each certified region.
+COLUMNS = [
+    {"key": "case", "label": "strategy, radius"},
+    {"key": "certified", "label": "certified", "format": ".1%"},
+    {"key": "certified_low", "label": "95% low", "format": ".1%"},
+    {"key": "certified_high", "label": "95% high", "format": ".1%"},
+    {"key": "attacked", "label": "attacked", "format": ".1%"},
+    {"key": "certified_but_wrong", "label": "cert. but wrong", "format": "d"},
+    {"key": "flips", "label": "flips", "format": "d"},
+    {"key": "region_flips", "label": "region flips", "format": "d"},
+    {"key": "certify_seconds", "label": "cert s", "format": ".1f"},
+    {"key": "attack_seconds", "label": "attack s", "format": ".1f"},
+    {"key": "region_seconds", "label": "region s", "format": ".1f"},
+]
 
 
 if __name__ == "__main__":
