@@ -180,6 +180,13 @@ README_SOURCES = [
         ["digits n_jobs"],
         False,
     ),
+    # bf16 against fp32: bench_precision.py's quality and speed runs
+    (
+        '`precision="bf16"` runs',
+        '"Speed")',
+        ["digits precision_quality", "synthetic precision_speed"],
+        False,
+    ),
 ]
 #: Figures of those passages that quote no measurement.
 NOT_FIGURES = {"8x8": "the data's shape", "| 1x |": "cohen's cost against itself"}
