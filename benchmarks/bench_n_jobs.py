@@ -112,7 +112,7 @@ def main():
 
 #: The table's columns in a results file (``benchmarks/_results.py``).
 COLUMNS = [
-    {"key": "threads", "label": "torch threads of n_jobs=1"},
+    {"key": "threads", "label": "torch threads of n_jobs=1", "format": "d"},
     {"key": "load_start", "label": "load at start", "format": ".1f"},
     {"key": "load_end", "label": "load at end", "format": ".1f"},
     {"key": "n_jobs_1", "label": "n_jobs=1 (s)", "format": ".2f"},
