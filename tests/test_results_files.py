@@ -204,3 +204,20 @@ def test_every_table_of_the_benchmarks_page_is_rendered_or_marked_hand_written()
     assert not unmarked, (
         f"tables neither rendered nor marked hand-written: lines {unmarked}"
     )
+
+
+def test_every_results_table_names_each_row_once():
+    """Quotes name a row by its first column (a second row of the same name
+    would hide the first), and readers find it by the rendered cell: names
+    unique either way, and an integer name shown as one (not ``1.000``)."""
+    for path in sorted(_results.RESULTS.glob("*.json")):
+        for name, table in _results.load_results(path)["tables"].items():
+            key = table["columns"][0]["key"]
+            names = [row[key] for row in table["rows"]]
+            shown = [cell[0] for cell in _results.render_table(table)[1]]
+            where = f"{path.name} {name}"
+            assert len(set(map(str, names))) == len(names), f"{where}: names repeat"
+            assert len(set(shown)) == len(shown), f"{where}: rows shown alike"
+            for value, cell in zip(names, shown):
+                if isinstance(value, int):
+                    assert cell.replace(",", "") == str(value), f"{where}: {cell}"
