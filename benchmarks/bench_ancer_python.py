@@ -46,7 +46,7 @@ import statistics
 import numpy as np
 import scipy.stats
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import load
 from torch import nn
@@ -107,21 +107,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="seconds by the wall clock or by this process's CPU time",
-    )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="ancer_python", help="the table's name in that file"
-    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, "ancer_python", "benchmarks/results/<dataset>.json")
     args = parser.parse_args()
     record = run_record(args.device)
     now = CLOCKS[args.clock]

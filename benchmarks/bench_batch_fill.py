@@ -46,7 +46,7 @@ import dataclasses
 import time
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import load
 
@@ -148,27 +148,14 @@ def main():
         help="fill the sequential tail with rows ahead of each look on the CPU "
         "too, as off it (smoothlearn.passes.FILL_AHEAD)",
     )
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="seconds by the wall clock or by this process's CPU time",
-    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument(
         "--modes", nargs="+", default=["across", "within"], choices=list(MODES)
     )
     parser.add_argument(
         "--settings", nargs="+", default=["radius", "tolerance"], help="which to run"
     )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the MNIST slice's results file (benchmarks/results/mnist_slice.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="batch_fill", help="the table's name in that file"
-    )
+    add_arguments(parser, "batch_fill", "benchmarks/results/mnist_slice.json")
     args = parser.parse_args()
     record = run_record(args.device)
     clock = CLOCKS[args.clock]

@@ -31,7 +31,7 @@ import argparse
 import time
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 
 from smoothlearn import Certificates, MemoryCertifier
@@ -146,23 +146,8 @@ def main():
     parser.add_argument("--calls", type=int, nargs="+", default=None)
     parser.add_argument("--scan-up-to", type=int, default=2000)
     parser.add_argument("--fixed-density", action="store_true")
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="seconds by the wall clock or by this process's CPU time",
-    )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="results file (benchmarks/results/synthetic.json) to write the table into",
-    )
-    parser.add_argument(
-        "--results-table",
-        default=None,
-        help="the table's name in that file (memory_queries, or memory_calls "
-        "with --calls)",
-    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, None, "benchmarks/results/synthetic.json")
     args = parser.parse_args()
     record = run_record()
     now = CLOCKS[args.clock]

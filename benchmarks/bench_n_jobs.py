@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -41,15 +41,7 @@ def main():
         help="torch intra-op threads of the n_jobs=1 run, one comparison each "
         "(default: torch's)",
     )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the digits results file (benchmarks/results/digits.json) to write "
-        "the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="n_jobs", help="the table's name in that file"
-    )
+    add_arguments(parser, "n_jobs", "benchmarks/results/digits.json")
     args = parser.parse_args()
     record = run_record()
     data = load_dataset("digits")

@@ -30,7 +30,7 @@ set's file (``digits.json``, ``mnist_slice.json``) as ``precision_quality``
 
 import numpy as np
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 from bench_gpu import CifarResNet, device_parser, device_settings, synchronised
 
@@ -224,23 +224,8 @@ def main():
     parser.add_argument("--quality-n", type=int, default=10_000)
     parser.add_argument("--quality-inputs", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="seconds by the wall clock or by this process's CPU time",
-    )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="results file to write the run's table into (synthetic.json for "
-        "the speed table, the data set's for the quality one)",
-    )
-    parser.add_argument(
-        "--results-table",
-        default=None,
-        help="the table's name in that file (precision_speed or precision_quality)",
-    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, None, "synthetic.json; the data set's with --quality")
     args = device_settings(parser)
     if args.results_file and bool(args.models) == bool(args.quality):
         parser.error(

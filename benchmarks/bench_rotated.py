@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 
 CHILD = r"""
 import json, sys, time
@@ -121,15 +121,7 @@ def main():
         default="wall",
         help="seconds by the wall clock or by the certifying process's CPU time",
     )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="rotated", help="the table's name in that file"
-    )
+    add_arguments(parser, "rotated", "benchmarks/results/<dataset>.json")
     args = parser.parse_args()
     record = run_record()
 
