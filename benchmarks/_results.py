@@ -44,6 +44,7 @@ from pathlib import Path
 
 __all__ = [
     "RESULTS",
+    "add_arguments",
     "evaluate",
     "format_value",
     "load_results",
@@ -121,6 +122,21 @@ def run_record(device="cpu", argv=None):
         ),
         "_started": datetime.datetime.now(datetime.timezone.utc).timestamp(),
     }
+
+
+def add_arguments(parser, table, where="benchmarks/results/<dataset>.json"):
+    """``--results-file`` (``where``: the data set's file) and
+    ``--results-table`` (default ``table``) of a benchmark that writes its
+    table with :func:`record_table`; without ``--results-file`` it writes
+    nothing."""
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help=f"the results file ({where}) to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default=table, help="the table's name in that file"
+    )
 
 
 def _check_table(name, table):

@@ -32,15 +32,22 @@ used by certification).
     python benchmarks/bench_ancer_python.py --inputs 16 --device cuda --batch-size 10000
     python benchmarks/bench_ancer_python.py \
         --dataset /usr/share/datasets/fashion-mnist --train 12000 --epochs 5 --inputs 8
+
+``--clock cpu`` times by this process's CPU time (for a shared machine; the
+peers run in this process). ``--results-file benchmarks/results/<dataset>.json``
+writes the table into that data set's results file as ``--results-table``
+(default ``ancer_python``), with the command, commit and machine
+(``benchmarks/_results.py``).
 """
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 import scipy.stats
 import torch
+from _results import add_arguments, record_table, run_record
+from _timing import CLOCKS
 from bench_quality import load
 from torch import nn
 
@@ -100,7 +107,11 @@ def main():
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, "ancer_python", "benchmarks/results/<dataset>.json")
     args = parser.parse_args()
+    record = run_record(args.device)
+    now = CLOCKS[args.clock]
     torch.manual_seed(0)
     X_train, y_train, X_test, y_test = load(args.dataset, images=True)
     X, y = X_test[: args.inputs], y_test[: args.inputs]
@@ -127,15 +138,16 @@ def main():
     results = {}
     for _ in range(args.repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start = now()
             results[name] = run()
-            seconds[name].append((time.perf_counter() - start) / len(X))
+            seconds[name].append((now() - start) / len(X))
     print(
         f"{args.dataset}: built-in CNN, {len(X)} inputs, n0=100, n={args.n}, "
         f"sigma={args.sigma}, batch {args.batch_size}, {args.device} "
         f"({torch.get_num_threads()} threads); median of {args.repeats}"
     )
     base = statistics.median(seconds["ancer-python 1.0.0"])
+    rows = []
     for name, (labels, proxy) in results.items():
         median = statistics.median(seconds[name])
         acr = np.where(labels == y, proxy, 0.0).mean()
@@ -143,6 +155,49 @@ def main():
             f"{name:<28} {median:8.3f} s/input  {base / median:5.2f}x faster "
             f"than ancer-python  AC R~ {acr:.3f}"
         )
+        rows.append(
+            {
+                "run": name,
+                "seconds": median,
+                "faster": base / median,
+                "acr_proxy": float(acr),
+            }
+        )
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            settings={
+                "dataset": args.dataset,
+                "network": "built-in CNN",
+                "train_inputs": len(X_train[: args.train]),
+                "epochs": args.epochs,
+                "inputs": len(X),
+                "n0": 100,
+                "n": args.n,
+                "alpha": 0.001,
+                "sigma": args.sigma,
+                "batch_size": args.batch_size,
+                "device": args.device,
+                "repeats": args.repeats,
+                "clock": args.clock,
+                "statistic": "median",
+                "ancer_settings": "100 steps, lr 0.04, 100 draws, kappa 2",
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "run", "label": "run"},
+    {"key": "seconds", "label": "s/input", "format": ".3f"},
+    {"key": "faster", "label": "faster than ancer-python", "format": ".2fx"},
+    {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
+]
 
 
 def _smoothlearn(clf, strategy, X):

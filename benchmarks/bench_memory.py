@@ -19,12 +19,20 @@ every pair (``index=False``) up to ``--scan-up-to`` inputs; with
 
     python benchmarks/bench_memory.py --calls 500 1000 2000 4000 8000 \\
         --rank 4 [--fixed-density]
+
+``--clock cpu`` times by this process's CPU time (for a shared machine).
+``--results-file benchmarks/results/synthetic.json`` writes the table into
+that results file as ``--results-table`` (default ``memory_queries``, or
+``memory_calls`` with ``--calls``), with the command, commit and machine
+(``benchmarks/_results.py``).
 """
 
 import argparse
 import time
 
 import numpy as np
+from _results import add_arguments, record_table, run_record
+from _timing import CLOCKS
 
 from smoothlearn import Certificates, MemoryCertifier
 
@@ -56,20 +64,23 @@ def certificates(rng, n, d, means, basis, rank=None):
     )
 
 
-def time_queries(memory, queries):
-    start = time.perf_counter()
+def time_queries(memory, queries, now=time.perf_counter):
+    start = now()
     answers = []
     before = memory.n_inspected_
     for i in range(len(queries)):
         region = memory._region(queries, i, queries.c * queries.gap[i])
         out, reduced = memory._certify_one(region, queries.label[i], "capped")
         answers.append((out is None, reduced, None if out is None else out.inradius))
-    seconds = (time.perf_counter() - start) / len(queries)
+    seconds = (now() - start) / len(queries)
     return seconds, answers, (memory.n_inspected_ - before) / len(queries)
 
 
 def time_calls(args, rng, means, basis):
-    """The joint step's cost per input as one call grows."""
+    """The joint step's cost per input as one call grows; the rows of its
+    results table (:data:`CALL_COLUMNS`)."""
+    now = CLOCKS[args.clock]
+    rows = []
     columns = ("inputs", "index ms/input", "scan ms/input", "pairs near", "meeting")
     print(" ".join(f"{c:>{w}}" for c, w in zip(columns, (8, 15, 14, 11, 9))))
     for size in args.calls:
@@ -81,20 +92,49 @@ def time_calls(args, rng, means, basis):
             block = np.arange(size) // args.calls[0]
             cert = cert._replace(center=cert.center + 100.0 * block[:, None])
         memory = MemoryCertifier()
-        start = time.perf_counter()
+        start = now()
         out = memory.fit_transform(cert)
-        t_index = (time.perf_counter() - start) / size
+        t_index = (now() - start) / size
         t_scan = float("nan")
         if size <= args.scan_up_to:
             scan = MemoryCertifier(index=False)
-            start = time.perf_counter()
+            start = now()
             again = scan.fit_transform(cert)
-            t_scan = (time.perf_counter() - start) / size
+            t_scan = (now() - start) / size
             assert np.array_equal(again.radius, out.radius), "index and scan disagree"
         print(
             f"{size:>8} {1e3 * t_index:>15.3f} {1e3 * t_scan:>14.3f} "
             f"{memory.n_inspected_:>11} {int(out.reduced.sum()):>9}"
         )
+        rows.append(
+            {
+                "inputs": size,
+                "index_ms": 1e3 * t_index,
+                # a call beyond --scan-up-to is not scanned: an empty cell
+                "scan_ms": 1e3 * t_scan if size <= args.scan_up_to else "",
+                "pairs_near": int(memory.n_inspected_),
+                "meeting": int(out.reduced.sum()),
+            }
+        )
+    return rows
+
+
+#: Columns of the query table in a results file (``benchmarks/_results.py``).
+QUERY_COLUMNS = [
+    {"key": "entries", "label": "entries", "format": ","},
+    {"key": "index_ms", "label": "index (ms per query)", "format": ".3f"},
+    {"key": "scan_ms", "label": "scan (ms per query)", "format": ".3f"},
+    {"key": "inspected", "label": "entries inspected per query", "format": ".1f"},
+    {"key": "scan_over_index", "label": "scan/index", "format": ".1fx"},
+]
+#: Columns of the joint-step table (``--calls``).
+CALL_COLUMNS = [
+    {"key": "inputs", "label": "inputs", "format": ","},
+    {"key": "index_ms", "label": "index (ms per input)", "format": ".3f"},
+    {"key": "scan_ms", "label": "scan (ms per input)", "format": ".3f"},
+    {"key": "pairs_near", "label": "pairs whose balls meet", "format": ","},
+    {"key": "meeting", "label": "inputs reduced", "format": ","},
+]
 
 
 def main():
@@ -106,13 +146,32 @@ def main():
     parser.add_argument("--calls", type=int, nargs="+", default=None)
     parser.add_argument("--scan-up-to", type=int, default=2000)
     parser.add_argument("--fixed-density", action="store_true")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, None, "benchmarks/results/synthetic.json")
     args = parser.parse_args()
+    record = run_record()
+    now = CLOCKS[args.clock]
     rng = np.random.RandomState(0)
     d = args.dim
     means = rng.rand(10, d) * 2
     basis = rng.randn(8, d) * 0.15
+    settings = {
+        "dim": d,
+        "rank": args.rank,
+        "clusters": 10,
+        "intrinsic_dim": 8,
+        "clock": args.clock,
+        "seed": 0,
+    }
     if args.calls:
-        time_calls(args, rng, means, basis)
+        rows = time_calls(args, rng, means, basis)
+        if args.results_file:
+            settings.update(
+                calls=args.calls,
+                scan_up_to=args.scan_up_to,
+                fixed_density=args.fixed_density,
+            )
+            write(args, "memory_calls", CALL_COLUMNS, rows, settings, record)
         return
     memory = MemoryCertifier()
     queries = certificates(
@@ -126,25 +185,51 @@ def main():
     columns = ("entries", "index ms/query", "scan ms/query", "inspected", "scan/index")
     print(" ".join(f"{c:>{w}}" for c, w in zip(columns, (8, 15, 14, 11, 11))))
     built = 0
+    rows = []
     build_start = time.perf_counter()
     for target in checkpoints:
         memory.transform(certificates(rng, target - built, d, means, basis, args.rank))
         built = target
         memory.index = True
-        t_index, a_index, cand = time_queries(memory, queries)
+        t_index, a_index, cand = time_queries(memory, queries, now)
         memory.index = False
-        t_scan, a_scan, _ = time_queries(memory, queries)
+        t_scan, a_scan, _ = time_queries(memory, queries, now)
         memory.index = True
         assert a_index == a_scan, "index and scan disagree"
         print(
             f"{memory.n_entries_:>8} {1e3 * t_index:>15.3f} {1e3 * t_scan:>14.3f} "
             f"{cand:>11.1f} {t_scan / t_index:>10.1f}x"
         )
+        rows.append(
+            {
+                "entries": int(memory.n_entries_),
+                "index_ms": 1e3 * t_index,
+                "scan_ms": 1e3 * t_scan,
+                "inspected": float(cand),
+                "scan_over_index": t_scan / t_index,
+            }
+        )
     build = time.perf_counter() - build_start
     print(
         f"built {memory.n_entries_} entries in {build:.1f} s "
         f"({memory.n_reduced_} reduced, {memory.n_abstained_} abstained)"
     )
+    if args.results_file:
+        settings.update(size=args.size, queries=args.queries, checkpoints=checkpoints)
+        write(args, "memory_queries", QUERY_COLUMNS, rows, settings, record)
+
+
+def write(args, default_name, columns, rows, settings, record):
+    name = args.results_table or default_name
+    record_table(
+        args.results_file,
+        name,
+        columns=columns,
+        rows=rows,
+        settings=settings,
+        record=record,
+    )
+    print(f"wrote table {name!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ own peak would otherwise hide the certification's).
     python benchmarks/bench_rotated.py --n-test 16 --n 5000
     python benchmarks/bench_rotated.py --data /usr/share/datasets/fashion-mnist \\
         --n-train 5000 --n-test 8 --n 2000 --epochs 3   # about 5 min on 2 cores
+
+``--clock cpu`` times each certification by its process's CPU time (for a
+shared machine). ``--results-file benchmarks/results/<dataset>.json`` writes
+the table into that data set's results file as ``--results-table`` (default
+``rotated``), with the command, commit and machine (``benchmarks/_results.py``).
 """
 
 import argparse
@@ -22,12 +27,15 @@ import subprocess
 import sys
 import time
 
+from _results import add_arguments, record_table, run_record
+
 CHILD = r"""
 import json, sys, time
 import joblib, numpy as np
 from smoothlearn.strategies import ANCER, RANCER, RDDRS
 from smoothlearn.metrics import average_certified_radius, certified_accuracy
-clf, X, y, spec, radii = joblib.load(sys.argv[1])
+clf, X, y, spec, radii, clock = joblib.load(sys.argv[1])
+now = {"wall": time.perf_counter, "cpu": time.process_time}[clock]
 name, params = spec
 strategy = {"ancer": ANCER, "rancer": RANCER, "rddrs": RDDRS}[name](**params)
 def status_kib(field):
@@ -38,9 +46,9 @@ def status_kib(field):
 with open("/proc/self/clear_refs", "w") as f:  # reset VmHWM to the current RSS
     f.write("5")
 before = status_kib("VmRSS")
-start = time.perf_counter()
+start = now()
 cert = clf.set_params(strategy=strategy).certify(X)
-seconds = (time.perf_counter() - start) / len(X)
+seconds = (now() - start) / len(X)
 peak = status_kib("VmHWM")
 print(json.dumps({
     "acc": [float(certified_accuracy(y, cert, r, proxy=True)) for r in radii],
@@ -52,6 +60,36 @@ print(json.dumps({
     ) / 2**20,
 }))
 """
+
+
+def label(spec):
+    """A row's name: ``ancer``, ``rancer, dense``, ``rddrs, rank 9``."""
+    name, params = spec
+    if name == "ancer":
+        return name
+    words = [f"rank {params['rank']}" if "rank" in params else "dense"]
+    words += [f"{k} {v}" for k, v in params.items() if k != "rank"]
+    return ", ".join([name, *words])
+
+
+def columns(radii):
+    """The table's columns in a results file (``benchmarks/_results.py``)."""
+    return [
+        {"key": "strategy", "label": "strategy"},
+        {
+            "key": "certified_accuracy_proxy",
+            "label": "certified accuracy at R~ = "
+            + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii),
+            "format": ".3",
+            "at": list(radii),
+        },
+        {"key": "acr", "label": "ACR", "format": ".3"},
+        {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
+        {"key": "seconds", "label": "s/input", "format": ".3f"},
+        {"key": "vs_ancer", "label": "vs ancer", "format": ".2fx"},
+        {"key": "peak_mib", "label": "certify's peak memory (MiB)", "format": ".1f"},
+        {"key": "cert_mib", "label": "certificates' shapes (MiB)", "format": ".2f"},
+    ]
 
 
 def main():
@@ -77,7 +115,15 @@ def main():
         default=[],
         help="strategies to run rank-k only (e.g. rddrs on 784 inputs)",
     )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="seconds by the wall clock or by the certifying process's CPU time",
+    )
+    add_arguments(parser, "rotated", "benchmarks/results/<dataset>.json")
     args = parser.parse_args()
+    record = run_record()
 
     data = load_dataset(args.data)
     X_train, y_train = data.X_train[: args.n_train], data.y_train[: args.n_train]
@@ -103,8 +149,9 @@ def main():
     )
     path = os.path.join("/tmp", f"bench_rotated_{os.getpid()}.joblib")
     ancer_seconds = None
+    rows = []
     for spec in specs:
-        joblib.dump((clf, X, y, spec, args.radii), path)
+        joblib.dump((clf, X, y, spec, args.radii, args.clock), path)
         out = subprocess.run(
             [sys.executable, "-c", CHILD, path],
             capture_output=True,
@@ -113,10 +160,21 @@ def main():
         ).stdout
         r = json.loads(out.strip().splitlines()[-1])
         ancer_seconds = ancer_seconds or r["s"]
-        label = " ".join([spec[0]] + [f"{k} {v}" for k, v in spec[1].items()])
+        rows.append(
+            {
+                "strategy": label(spec),
+                "certified_accuracy_proxy": r["acc"],
+                "acr": r["acr"],
+                "acr_proxy": r["acr_proxy"],
+                "seconds": r["s"],
+                "vs_ancer": r["s"] / ancer_seconds,
+                "peak_mib": r["peak_mib"],
+                "cert_mib": r["cert_mib"],
+            }
+        )
         print(
             " | ".join(
-                [label]
+                [label(spec)]
                 + [f"{100 * a:.1f}" for a in r["acc"]]
                 + [
                     f"{r['acr']:.3f}",
@@ -130,6 +188,29 @@ def main():
             flush=True,
         )
     os.remove(path)
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=columns(args.radii),
+            rows=rows,
+            settings={
+                "dataset": data.name,
+                "features": X.shape[1],
+                "train_inputs": len(X_train),
+                "test_inputs": len(X),
+                "n": args.n,
+                "sigma": 0.25,
+                "epochs": args.epochs,
+                "rank": args.rank,
+                "rddrs_lr": args.rddrs_lr,
+                "skip_dense": args.skip_dense,
+                "clock": args.clock,
+                "random_state": 0,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

@@ -173,6 +173,20 @@ README_SOURCES = [
     ("On images, after the memory", "\n\n", [], True),
     # Fashion-MNIST on an H200
     ("On\nFashion-MNIST (the built-in CNN trained clean", "\n\n", [], True),
+    # threads: bench_n_jobs.py's run on two shared cores
+    (
+        "On a small or shared machine",
+        'user guide\'s "Speed")',
+        ["digits n_jobs"],
+        False,
+    ),
+    # bf16 against fp32: bench_precision.py's quality and speed runs
+    (
+        '`precision="bf16"` runs',
+        '"Speed")',
+        ["digits precision_quality", "synthetic precision_speed"],
+        False,
+    ),
 ]
 #: Figures of those passages that quote no measurement.
 NOT_FIGURES = {"8x8": "the data's shape", "| 1x |": "cohen's cost against itself"}

@@ -204,3 +204,58 @@ def test_every_table_of_the_benchmarks_page_is_rendered_or_marked_hand_written()
     assert not unmarked, (
         f"tables neither rendered nor marked hand-written: lines {unmarked}"
     )
+
+
+def test_every_results_table_names_each_row_once():
+    """Quotes name a row by its first column (a second row of the same name
+    would hide the first), and readers find it by the rendered cell: names
+    unique either way, and an integer name shown as one (not ``1.000``)."""
+    for path in sorted(_results.RESULTS.glob("*.json")):
+        for name, table in _results.load_results(path)["tables"].items():
+            key = table["columns"][0]["key"]
+            names = [row[key] for row in table["rows"]]
+            shown = [cell[0] for cell in _results.render_table(table)[1]]
+            where = f"{path.name} {name}"
+            assert len(set(map(str, names))) == len(names), f"{where}: names repeat"
+            assert len(set(shown)) == len(shown), f"{where}: rows shown alike"
+            for value, cell in zip(names, shown):
+                if isinstance(value, int):
+                    assert cell.replace(",", "") == str(value), f"{where}: {cell}"
+
+
+def test_bench_memory_writes_both_tables_as_the_page_renders_them(
+    tmp_path, monkeypatch
+):
+    import bench_memory
+
+    path = tmp_path / "synthetic.json"
+    script = str(ROOT / "benchmarks" / "bench_memory.py")
+    for args in (["--size", "300", "--queries", "5"], ["--calls", "50", "100"]):
+        argv = [script, *args, "--rank", "2", "--scan-up-to", "50"]
+        monkeypatch.setattr(sys, "argv", [*argv, "--results-file", str(path)])
+        bench_memory.main()
+    tables = _results.load_results(path)["tables"]
+    rows = tables["memory_queries"]["rows"]
+    assert [row["entries"] for row in rows] == [300]
+    assert rows[0]["scan_over_index"] == pytest.approx(
+        rows[0]["scan_ms"] / rows[0]["index_ms"]
+    )
+    # the call beyond --scan-up-to was not scanned: an empty cell, not a time
+    _, cells = _results.render_table(tables["memory_calls"])
+    assert [c[0] for c in cells] == ["50", "100"]
+    assert cells[0][2] != "" and cells[1][2] == ""
+    assert "--scan-up-to 50" in tables["memory_calls"]["command"]
+
+
+def test_bench_precision_refuses_one_results_file_for_two_tables(
+    tmp_path, monkeypatch, capsys
+):
+    import bench_precision
+
+    path = tmp_path / "digits.json"
+    argv = ["bench_precision.py", "--device", "cpu", "--quality", "digits"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--results-file", str(path)])
+    with pytest.raises(SystemExit) as raised:
+        bench_precision.main()  # the speed table and the quality one
+    assert raised.value.code == 2 and "takes one table" in capsys.readouterr().err
+    assert not path.exists()
