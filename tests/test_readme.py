@@ -173,6 +173,8 @@ README_SOURCES = [
     ("On images, after the memory", "\n\n", [], True),
     # Fashion-MNIST on an H200
     ("On\nFashion-MNIST (the built-in CNN trained clean", "\n\n", [], True),
+    # the diffusion denoiser on the MNIST slice, two CPU cores
+    ("trained here certified", "\n\n", ["mnist_slice diffusion"], False),
 ]
 #: Figures of those passages that quote no measurement.
 NOT_FIGURES = {"8x8": "the data's shape", "| 1x |": "cohen's cost against itself"}
