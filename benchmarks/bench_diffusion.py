@@ -34,17 +34,35 @@ lie in a band around the ones certification uses (the schedule is DDPM's
 whole; the model is a standard ``UNet2DModel``); ``--band 0 inf`` trains on
 every timestep, as an off-the-shelf DDPM is.
 
+``--results-file benchmarks/results/<dataset>.json`` writes the figures
+into that data set's results file as ``--results-table`` (default
+``diffusion``), with which DDPM ran (loaded or trained, and the sha256 of
+its weights) among the settings (``benchmarks/_results.py``).
+
     OMP_NUM_THREADS=1 python benchmarks/bench_diffusion.py --ddpm-dir /tmp/ddpm \\
         --ddpm-seconds 600 --inputs 100 --n 1000 --sigma 0.5
 """
 
 import argparse
+import hashlib
 import os
 import time
 
 import numpy as np
 import torch
-from bench_denoised import bootstrap, network, train_clean
+from _results import record_table, run_record
+from bench_denoised import (
+    bootstrap,
+    check_results_options,
+    columns,
+    interval,
+    network,
+    paired,
+    print_table,
+    results_options,
+    table_rows,
+    train_clean,
+)
 from bench_quality import load
 from torch import nn
 
@@ -101,15 +119,29 @@ def train_ddpm(X, seconds, band, batch_size=64, lr=2e-3, seed=0):
         optimiser.step()
         losses.append(loss.item())
         steps += 1
-    print(
-        f"DDPM: {steps} steps of {batch_size} in {time.perf_counter() - start:.0f} s, "
+    trained = (
+        f"{steps} steps of {batch_size} in {time.perf_counter() - start:.0f} s, "
         f"timesteps {int(allowed.min())}-{int(allowed.max())} (levels "
         f"{band[0]}-{band[1]}), last 100 steps' loss {np.mean(losses[-100:]):.4f}"
     )
-    return unet.eval(), scheduler
+    print(f"DDPM: {trained}")
+    return unet.eval(), scheduler, trained
+
+
+def weights_digest(module):
+    """The sha256 of a module's parameters and buffers, in order: which
+    weights a run used."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def ddpm(args, X_train):
+    """The DDPM, loaded from ``--ddpm-dir`` where it holds one, else trained
+    (and saved there); and how it came (``"loaded from DIR"`` or its
+    training)."""
     from diffusers import DDPMScheduler, UNet2DModel
 
     if args.ddpm_dir and os.path.isdir(os.path.join(args.ddpm_dir, "unet")):
@@ -117,12 +149,13 @@ def ddpm(args, X_train):
         return (
             UNet2DModel.from_pretrained(args.ddpm_dir, subfolder="unet").eval(),
             DDPMScheduler.from_pretrained(args.ddpm_dir, subfolder="scheduler"),
+            f"loaded from {args.ddpm_dir}",
         )
-    unet, scheduler = train_ddpm(X_train, args.ddpm_seconds, args.band)
+    unet, scheduler, trained = train_ddpm(X_train, args.ddpm_seconds, args.band)
     if args.ddpm_dir:
         unet.save_pretrained(os.path.join(args.ddpm_dir, "unet"))
         scheduler.save_pretrained(os.path.join(args.ddpm_dir, "scheduler"))
-    return unet, scheduler
+    return unet, scheduler, f"trained here: {trained}"
 
 
 def main():
@@ -144,13 +177,20 @@ def main():
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--strategy", default="cohen")
     parser.add_argument("--device", default="cpu", help="where to certify")
+    results_options(parser, "diffusion")
     args = parser.parse_args()
+    unknown = sorted(set(args.cases) - set(CASES) - {GEOMETRIC})
+    if unknown:
+        parser.error(f"unknown --cases {unknown}")
+    check_results_options(parser, args)
+    table_name = args.results_table or "diffusion"
+    record = run_record(args.device)
 
     X_train, y_train, X_test, y_test = load(args.dataset, images=True)
     X_train, y_train = X_train[: args.train], y_train[: args.train]
     X, y = X_test[: args.inputs], y_test[: args.inputs]
     n_classes = len(np.unique(y_train))
-    unet, scheduler = ddpm(args, X_train)
+    unet, scheduler, ddpm_source = ddpm(args, X_train)
     start = time.perf_counter()
     net, _ = network("builtin", X_train.shape[1:], n_classes)
     net = train_clean(net, X_train, y_train, args.epochs, args.lr, args.device)
@@ -209,62 +249,64 @@ def main():
         certified[case] = np.array([correct & (cert.radius >= r) for r in args.radii])
         print(f"  {case}: fit {fit_seconds:.1f} s, {seconds[case][1]:.4f} s/input")
     print(f"\nsigma = {args.sigma}: certified accuracy at l2 radius")
-    print(
-        f"{'case':<15}"
-        + "".join(f"{r:>8}" for r in args.radii)
-        + f"{'train s':>10}{'cert s/input':>14}"
-    )
-    for case in args.cases:
-        fit_seconds, cert_seconds = seconds[case]
-        print(
-            f"{case:<15}"
-            + "".join(f"{a:>8.3f}" for a in certified[case].mean(axis=1))
-            + f"{fit_seconds:>10.1f}{cert_seconds:>14.4f}"
-        )
     rng = np.random.RandomState(0)
+    reference = "no-op denoiser" if "no-op denoiser" in seconds else args.cases[0]
+    intervals = {}
     if "as is" in certified:
-        base = certified["as is"].astype(float)
-        top = certified.get("noise")
-        print("paired bootstrap 95% intervals, per radius:")
-        for case in (c for c in DENOISED if c in certified):
-            mine = certified[case].astype(float)
-            for k, r in enumerate(args.radii):
-                gain = bootstrap(mine[k] - base[k], args.boot, rng)
-                line = (
-                    f"  {case:<10} r={r:<5} - as is {gain[0]:+.3f} "
-                    f"[{gain[1]:+.3f}, {gain[2]:+.3f}]"
-                )
-                if top is not None:
-                    closed = bootstrap(
-                        np.stack([mine[k] - base[k], top[k] - base[k]]), args.boot, rng
-                    )
-                    line += (
-                        f"   gap closed {closed[0]:.2f} [{closed[1]:.2f}, "
-                        f"{closed[2]:.2f}]"
-                    )
-                print(line)
-    if "auto" in certified and "diffusion" in certified:
+        denoised = [c for c in DENOISED if c in certified]
+        intervals = paired(
+            certified, args.radii, denoised, "as is", "noise", args.boot, rng
+        )
+    print_table(certified, seconds, args.radii, intervals, reference)
+    rows, differences = table_rows(
+        lambda case: case, certified, seconds, args.radii, reference, intervals
+    )
+    for a, b, label in (
+        ("diffusion", "auto", "diffusion - auto"),
+        ("diffusion", GEOMETRIC, "rms - geometric level"),
+    ):
+        if a not in certified or b not in certified:
+            continue
         for k, r in enumerate(args.radii):
-            diff = certified["diffusion"][k].astype(float) - certified["auto"][k]
+            diff = certified[a][k].astype(float) - certified[b][k]
             gain = bootstrap(diff, args.boot, rng)
-            print(
-                f"  diffusion - auto r={r:<5} {gain[0]:+.3f} "
-                f"[{gain[1]:+.3f}, {gain[2]:+.3f}]"
+            print(f"  {label} r={r:<5} {gain[0]:+.3f} [{gain[1]:+.3f}, {gain[2]:+.3f}]")
+            differences.append(
+                {"a": a, "b": b, "key": f"certified_accuracy[{r:g}]"} | interval(gain)
             )
-    if GEOMETRIC in certified and "diffusion" in certified:
-        for k, r in enumerate(args.radii):
-            diff = certified["diffusion"][k].astype(float) - certified[GEOMETRIC][k]
-            gain = bootstrap(diff, args.boot, rng)
-            print(
-                f"  rms - geometric level r={r:<5} {gain[0]:+.3f} "
-                f"[{gain[1]:+.3f}, {gain[2]:+.3f}]"
-            )
-    if "no-op denoiser" in seconds:
-        print("certification seconds per input over the bare classifier's:")
-        for case in args.cases:
-            print(
-                f"  {case:<14} {seconds[case][1] / seconds['no-op denoiser'][1]:.2f}x"
-            )
+    if args.results_file:
+        settings = {
+            "dataset": args.dataset,
+            "train_inputs": len(X_train),
+            "epochs": args.epochs,
+            "clean_train_seconds": clean_seconds,
+            "clean_accuracy": float(clean.mean()),
+            "denoiser_epochs": args.denoiser_epochs,
+            "lr": args.lr,
+            "sigma": args.sigma,
+            "strategy": args.strategy,
+            "inputs": len(X),
+            "n": args.n,
+            "alpha": clf.alpha,
+            "batch_size": args.batch_size,
+            "device": args.device,
+            "bootstrap": args.boot,
+            "ddpm": ddpm_source,
+            "ddpm_sha256": weights_digest(unet),
+            "ddpm_band": args.band,
+            "diffusion_timestep": int(t),
+            "diffusion_level": float(diffusion.level(t)),
+        }
+        record_table(
+            args.results_file,
+            table_name,
+            columns=columns(args.radii, reference, key_label="case"),
+            rows=rows,
+            differences=differences,
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {table_name!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,8 @@ README_SOURCES = [
         ["digits precision_quality", "synthetic precision_speed"],
         False,
     ),
+    # the diffusion denoiser on the MNIST slice, two CPU cores
+    ("trained here certified", "\n\n", ["mnist_slice diffusion"], False),
 ]
 #: Figures of those passages that quote no measurement.
 NOT_FIGURES = {"8x8": "the data's shape", "| 1x |": "cohen's cost against itself"}
