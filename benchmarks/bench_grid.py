@@ -15,12 +15,16 @@ later calls on the same inputs reuse on either path).
 
 Run: ``python benchmarks/bench_grid.py --dataset digits --inputs 360 --n 10000``
 (digits divided by 16 lie on the 1/16 grid; Fashion-MNIST on 1/255).
+``--results-file benchmarks/results/<dataset>.json`` writes the paths' rows
+(and the grid-minus-float intervals) as table ``--results-table`` (default
+``grid``) of that data set's results file (``benchmarks/_results.py``).
 """
 
 import argparse
 import copy
 
 import numpy as np
+from _results import record_table, run_record
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -61,7 +65,17 @@ def main():
     # cpu: this process's CPU time, which other work on a shared machine
     # inflates far less than the wall time (benchmarks/_timing.py)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default="grid", help="the table's name in that file"
+    )
     args = parser.parse_args()
+    record = run_record()
 
     X_train, y_train, X_test, y_test = load(args.dataset, args.images)
     if args.train:
@@ -76,6 +90,7 @@ def main():
         sigma=args.sigma, n=args.n, max_epochs=args.epochs, random_state=args.seed
     ).fit(X_train, y_train)
     rng = np.random.RandomState(args.seed)
+    rows, differences = [], []
     for text in args.strategies:
         strategy = parse_strategy(text)
         # float first: its first call pays what every later call reuses (a
@@ -102,6 +117,11 @@ def main():
         )
         correct = {k: (c.label == y) & ~c.abstained for k, c in certs.items()}
         for name in ("grid", "float", "float, no reuse"):
+            rows.append(
+                table_row(
+                    f"{text}, {PATHS[name]}", certs[name], y, seconds[name], first[name]
+                )
+            )
             c = certs[name]
             row = "".join(
                 f"  {np.mean(correct[name] & (c.radius >= r)):7.3f}" for r in RADII
@@ -114,9 +134,13 @@ def main():
             b = (correct["float"] & (certs["float"].radius >= r)).astype(float)
             mean, low, high = bootstrap_interval(a, b, args.boot, rng)
             print(f"  CA@{r}: {mean:+.4f} [{low:+.4f}, {high:+.4f}]")
+            differences.append(
+                difference(text, f"certified_accuracy@{r:g}", mean, low, high)
+            )
         a = np.where(correct["grid"], certs["grid"].radius, 0.0)
         b = np.where(correct["float"], certs["float"].radius, 0.0)
         mean, low, high = bootstrap_interval(a, b, args.boot, rng)
+        differences.append(difference(text, "acr", mean, low, high))
         print(
             f"  ACR:    {mean:+.4f} [{low:+.4f}, {high:+.4f}]  "
             f"({100 * mean / max(b.mean(), 1e-12):+.2f}% of float ACR)"
@@ -131,6 +155,79 @@ def main():
             "  first call of each path, s/input: "
             + ", ".join(f"{name} {s:.4f}" for name, s in first.items())
         )
+    if args.results_file:
+        settings = {
+            "dataset": args.dataset,
+            "train_inputs": len(X_train),
+            "epochs": args.epochs,
+            "inputs": len(X),
+            "grid_step": step,
+            "n": args.n,
+            "sigma": args.sigma,
+            "alpha": clf.alpha,
+            "strategies": args.strategies,
+            "repeats": args.repeats,
+            "clock": args.clock,
+            "seed": args.seed,
+            "bootstrap": args.boot,
+        }
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            differences=differences,
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: A path's name in the results file's rows ("cohen, grid", ...).
+PATHS = {"grid": "grid", "float": "float", "float, no reuse": "float plain"}
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "path", "label": "strategy, path"},
+    {
+        "key": "certified_accuracy",
+        "label": "certified accuracy at "
+        + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
+        "format": ".3",
+        "at": list(RADII),
+    },
+    {"key": "acr", "label": "ACR", "format": ".3"},
+    {"key": "seconds", "label": "s/input", "format": ".4f"},
+    {"key": "first_seconds", "label": "first call, s/input", "format": ".4f"},
+]
+
+
+def table_row(path, cert, y, seconds, first):
+    """A path's row at full precision: certified accuracy at ``RADII`` and
+    ACR of ``cert`` against labels ``y``, the median of the repeats'
+    ``seconds`` per input and the first call's."""
+    correct = (cert.label == y) & ~cert.abstained
+    return {
+        "path": path,
+        "certified_accuracy": [
+            float(np.mean(correct & (cert.radius >= r))) for r in RADII
+        ],
+        "acr": float(np.mean(np.where(correct, cert.radius, 0.0))),
+        "seconds": float(np.median(seconds)),
+        "first_seconds": float(first),
+    }
+
+
+def difference(strategy, key, mean, low, high):
+    """Grid minus float of ``key`` for ``strategy``, with its interval."""
+    return {
+        "a": f"{strategy}, grid",
+        "b": f"{strategy}, float",
+        "key": key,
+        "mean": float(mean),
+        "low": float(low),
+        "high": float(high),
+    }
 
 
 if __name__ == "__main__":

@@ -21,13 +21,18 @@ forming the input) / (forward + noise)``. Pieces timed alone run from cache;
 in a count the forward pass evicts them, so a count's ratio is higher.
 
 Run: ``python benchmarks/bench_grid_sampler.py --dataset
-/usr/share/datasets/fashion-mnist --train 3000 --epochs 3``
+/usr/share/datasets/fashion-mnist --train 3000 --epochs 3``.
+``--results-file benchmarks/results/<dataset>.json`` writes the pieces (ms
+per window, per row where the piece runs per row) as table
+``--results-table`` (default ``grid_sampler``) of that data set's results
+file (``benchmarks/_results.py``); the ratios follow from them.
 """
 
 import argparse
 
 import numpy as np
 import torch
+from _results import record_table, run_record
 from _timing import best_of
 from bench_quality import load
 
@@ -46,7 +51,17 @@ def main():
     parser.add_argument("--inputs", type=int, default=20)
     parser.add_argument("--window", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default="grid_sampler", help="the table's name in that file"
+    )
     args = parser.parse_args()
+    record = run_record()
     torch.set_num_threads(1)
 
     X_train, y_train, X_test, _ = load(args.dataset, False)
@@ -149,6 +164,60 @@ def main():
                 f"{name} {(t['forward'] + v) / base:.3f}x" for name, v in ratios.items()
             )
         )
+    if args.results_file:
+        settings = {
+            "dataset": args.dataset,
+            "train_inputs": len(X_train),
+            "epochs": args.epochs,
+            "inputs": len(X),
+            "window": w,
+            "features": d,
+            "grid_step": step,
+            "repeats": args.repeats,
+            "clock": "cpu",
+            "torch_threads": 1,
+            "scales_min": float(scales.min()),
+            "scales_max": float(scales.max()),
+            "distinct_scales": len(np.unique(scales)),
+            "distinct_rows": len(rows),
+            "isotropic_rows": sum(len(np.unique(r)) == 1 for r in rows),
+        }
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=[
+                {"piece": PIECES[name][0], "what": PIECES[name][1], "ms": ms}
+                for name, ms in t.items()
+            ],
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: Each timed piece's row name in the results file and what it times.
+PIECES = {
+    "forward": ("forward", "forward pass and top class (both paths)"),
+    "float noise": ("float_noise", "float noise x + s z"),
+    "grid j+k, *h": ("grid_add_scale", "grid fl32(j + k) * h from k"),
+    "grid *h": ("grid_scale", "grid * h of j + k formed by the bounds"),
+    "guides, per row": ("guides", "k by the row's guides, per row"),
+    "bounds, per window": ("bounds_window", "shared bounds, once per window"),
+    "bounds (j+k), per row": ("bounds_row", "j + k by the bounds, per row"),
+    "floor: one gather": ("floor_gather", "floor: one gather per value, per row"),
+    "floor: arithmetic": (
+        "floor_arithmetic",
+        "floor: the bounds' arithmetic, no check, per row",
+    ),
+}
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "piece", "label": "piece"},
+    {"key": "what", "label": "what it times"},
+    {"key": "ms", "label": "CPU ms per window", "format": ".3f"},
+]
 
 
 if __name__ == "__main__":

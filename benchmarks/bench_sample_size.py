@@ -14,6 +14,11 @@ Prints the time ratios (fixed / tolerance; fixed, i.e. certify-then-threshold,
 / sequential), the mean certified radius and ACR the tolerance keeps, and the
 certified accuracy at ``--radius`` of the sequential decision against
 certify-then-threshold, with mean estimation draws per input.
+``--clock cpu`` times this process's CPU time (``benchmarks/_timing.py``):
+on a machine shared with other work it moves far less than the wall time.
+``--results-file benchmarks/results/<dataset>.json`` writes the three ways
+as table ``--results-table`` (default ``sample_size``) of that data set's
+results file (``benchmarks/_results.py``).
 
     python benchmarks/bench_sample_size.py --dataset digits --inputs 200
     python benchmarks/bench_sample_size.py \
@@ -22,9 +27,10 @@ certify-then-threshold, with mean estimation draws per input.
 """
 
 import argparse
-import time
 
 import numpy as np
+from _results import record_table, run_record
+from _timing import CLOCKS
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.blocks import INPUT_BLOCK
@@ -44,7 +50,19 @@ def main():
     parser.add_argument("--sigma", type=float, default=0.25)
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--radius", type=float, default=0.5)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument(
+        "--results-file",
+        default=None,
+        help="the data set's results file (benchmarks/results/<dataset>.json) "
+        "to write the table into",
+    )
+    parser.add_argument(
+        "--results-table", default="sample_size", help="the table's name in that file"
+    )
     args = parser.parse_args()
+    record = run_record()
+    now = CLOCKS[args.clock]
 
     data = load_dataset(args.dataset)
     if args.images:
@@ -54,9 +72,9 @@ def main():
     clf = SmoothedClassifier(
         sigma=args.sigma, n=args.n, max_epochs=args.epochs, random_state=0
     )
-    start = time.perf_counter()
+    start = now()
     clf.fit(X_train, y_train)
-    trained = time.perf_counter() - start
+    trained = now() - start
     print(
         f"{data.name}: trained on {len(X_train)} in {trained:.0f} s;"
         f" {len(X)} test inputs, n={args.n}, sigma={args.sigma}"
@@ -75,10 +93,10 @@ def main():
         for name in names:
             params, kwargs = ways[name]
             clf.set_params(**params)
-            start = time.perf_counter()
+            start = now()
             parts[name].append(clf.certify(block, **kwargs))
-            seconds[name] += time.perf_counter() - start
-            print(f"block {b}: {name} {time.perf_counter() - start:.1f} s", flush=True)
+            seconds[name] += now() - start
+            print(f"block {b}: {name} {now() - start:.1f} s", flush=True)
     cert = {name: Certificates.concatenate(p) for name, p in parts.items()}
 
     for name in ways:
@@ -106,6 +124,77 @@ def main():
         f"{thresholded:.3f} (difference {decided - thresholded:+.3f}); the two agree "
         f"on {agree:.1%} of inputs"
     )
+    if args.results_file:
+        settings = {
+            "dataset": data.name,
+            "inputs": len(X),
+            "train_inputs": len(X_train),
+            "epochs": args.epochs,
+            "n": args.n,
+            "sigma": args.sigma,
+            "alpha": clf.alpha,
+            "radius_tolerance": args.tolerance,
+            "radius": args.radius,
+            "clock": args.clock,
+            "train_seconds": trained,
+        }
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=columns(args.radius),
+            rows=table_rows(y, cert, seconds, args.radius, args.tolerance, args.n),
+            settings=settings,
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+def columns(radius):
+    """The table's columns in a results file (``benchmarks/_results.py``)."""
+    return [
+        {"key": "way", "label": "way"},
+        {"key": "how", "label": "how"},
+        {"key": "seconds", "label": "s/input", "format": ".3f"},
+        {"key": "speedup", "label": "fixed / this, time", "format": ".2fx"},
+        {"key": "draws", "label": "mean estimation draws", "format": ",.0f"},
+        {"key": "mean_radius", "label": "mean radius", "format": ".3"},
+        {"key": "acr", "label": "ACR", "format": ".3"},
+        {
+            "key": "certified_accuracy",
+            "label": f"certified accuracy at {radius:g}",
+            "format": ".3",
+        },
+        {
+            "key": "agree",
+            "label": f"decides {radius:g} as fixed does",
+            "format": ".1%",
+        },
+    ]
+
+
+def table_rows(y, cert, seconds, radius, tolerance, n):
+    """One row per way, at full precision: ``cert`` and ``seconds`` (summed
+    over the inputs) keyed by ``fixed``, ``tolerance`` and ``sequential``."""
+    how = {
+        "fixed": f"n = {n:,}",
+        "tolerance": f"radius_tolerance={tolerance:g}",
+        "sequential": f"certify(X, radius={radius:g})",
+    }
+    fixed = cert["fixed"].radius >= radius
+    return [
+        {
+            "way": name,
+            "how": how[name],
+            "seconds": seconds[name] / len(y),
+            "speedup": seconds["fixed"] / seconds[name],
+            "draws": float(np.mean(c.n_draws)),
+            "mean_radius": float(np.mean(c.radius)),
+            "acr": float(average_certified_radius(y, c)),
+            "certified_accuracy": float(certified_accuracy(y, c, radius)),
+            "agree": float(np.mean((c.radius >= radius) == fixed)),
+        }
+        for name, c in cert.items()
+    ]
 
 
 if __name__ == "__main__":
