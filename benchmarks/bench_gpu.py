@@ -24,6 +24,10 @@ copies per image).
     python benchmarks/bench_gpu.py                    # a GPU: n = 100,000
     python benchmarks/bench_gpu.py --strategies cohen,ancer,rancer --trace
     python benchmarks/bench_gpu.py --device cpu --n 2000 --inputs 2
+
+``--results-file benchmarks/results/synthetic.json`` writes the seconds per
+image and the ratios into that results file as ``--results-table`` (default
+``gpu_resnet20``), with the device's name among the machine's.
 """
 
 import argparse
@@ -31,6 +35,7 @@ import time
 
 import numpy as np
 import torch
+from _results import add_arguments, record_table, run_record
 from bench_user_modules import art_certify
 from torch import nn
 from torch.nn import functional as F
@@ -123,7 +128,9 @@ def main():
         "--strategies", default="cohen", help="comma-separated, e.g. cohen,ancer"
     )
     parser.add_argument("--trace", action="store_true")
+    add_arguments(parser, "gpu_resnet20", "benchmarks/results/synthetic.json")
     args = device_settings(parser)
+    record = run_record(args.device)
     torch.manual_seed(0)
     module = ResNet20().to(args.device).eval()
     rng = np.random.RandomState(0)
@@ -172,6 +179,39 @@ def main():
                 print(f"{label} / smoothlearn (cohen) {s / base:.2f}x")
     if args.trace:
         print(device_to_host_copies(_certifier(clf, "cohen"), X, args))
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=[
+                {"key": "run", "label": "run"},
+                {"key": "seconds", "label": "s per image", "format": ".3f"},
+                {
+                    "key": "vs_cohen",
+                    "label": "over smoothlearn (cohen)",
+                    "format": ".2fx",
+                },
+            ],
+            rows=[
+                {
+                    "run": label,
+                    "seconds": s,
+                    "vs_cohen": s / base if base else "",
+                }
+                for label, s in seconds.items()
+            ],
+            settings={
+                "device": name,
+                "inputs": args.inputs,
+                "n0": args.n0,
+                "n": args.n,
+                "batch_size": args.batch_size,
+                "sigma": args.sigma,
+                "strategies": args.strategies,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 def _certifier(clf, strategy):
