@@ -72,7 +72,13 @@ def main():
             + f"  | naive {naive:.3f}  reuse {reuse:.3f}  ceiling {naive / reuse:.2f}x"
         )
         rows.append(
-            {"features": d, **t, "naive": naive, "reuse": reuse, "ceiling": naive / reuse}
+            {
+                "features": d,
+                **t,
+                "naive": naive,
+                "reuse": reuse,
+                "ceiling": naive / reuse,
+            }
         )
     if args.results_file:
         record_table(
