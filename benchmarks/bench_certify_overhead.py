@@ -13,12 +13,18 @@ or (``--clock cpu``) by this process's CPU time, which other work on a shared
 machine inflates far less.
 
     python benchmarks/bench_certify_overhead.py [--inputs 20] [--n 100000] [--clock cpu]
+
+``--results-file benchmarks/results/digits.json`` writes the table into the
+digits results file as ``--results-table`` (default ``certify_overhead``), one
+row per timed part with its seconds and its ratio to the floor, with the
+command, commit and machine (``benchmarks/_results.py``).
 """
 
 import argparse
 
 import numpy as np
 import torch
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS, best_of
 from sklearn.datasets import load_digits
 from torch import nn
@@ -66,7 +72,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, "certify_overhead", "benchmarks/results/digits.json")
     args = parser.parse_args()
+    if min(args.inputs, args.n, args.n0, args.batch_size, args.repeats) < 1:
+        parser.error("--inputs, --n, --n0, --batch-size, --repeats must be positive")
+    record = run_record()
 
     X, y = load_digits(return_X_y=True)
     X = (X / 16).astype(np.float32)
@@ -127,6 +137,43 @@ def main():
             f"{name:<14} {seconds:.3f} s   ratio to floor {seconds / best['floor']:.3f}"
         )
     print("target: certify plain / floor <= 1.15")
+    if args.results_file:
+        rows = [
+            {"part": name, "seconds": seconds, "vs_floor": seconds / best["floor"]}
+            for name, seconds in best.items()
+        ]
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            settings={
+                "dataset": "digits",
+                "inputs": len(X_test),
+                "n": args.n,
+                "n0": args.n0,
+                "batch_size": args.batch_size,
+                "hidden": args.hidden,
+                "epochs": 2,
+                "sigma": 0.25,
+                "passes": passes,
+                "repeats": args.repeats,
+                "timing": "interleaved, best of repeats",
+                "clock": args.clock,
+                "torch_threads": threads,
+                "random_state": 0,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "part", "label": "timed"},
+    {"key": "seconds", "label": "seconds", "format": ".3f"},
+    {"key": "vs_floor", "label": "ratio to the floor", "format": ".3f"},
+]
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ Targets: fused >= 1.5x faster than naive on digits, >= 3x on the
 784-input MLP; the CNN is reported.
 
     python benchmarks/bench_first_layer.py [--inputs 64] [--n 20000]
+
+The networks are untrained (the seconds do not depend on their weights) and
+the inputs test images, so the timing is the data sets' shapes only:
+``--results-file benchmarks/results/synthetic.json`` writes the table as
+``--results-table`` (default ``first_layer``), one row per network, with the
+command, commit and machine (``benchmarks/_results.py``).
 """
 
 import argparse
@@ -21,6 +27,7 @@ import os
 
 import numpy as np
 import torch
+from _results import add_arguments, record_table, run_record
 from _timing import best_of
 
 from smoothlearn.banks import ESTIMATION, NoiseBank
@@ -77,12 +84,20 @@ def bench(label, module, X, input_shape, args):
         "fused": lambda: count_classes(fused, X, scale, bank, n, batch_size=bs),
     }
     best = best_of(runs, args.repeats)
+    row = {
+        "network": label,
+        "inputs": len(X),
+        **best,
+        "naive_over_bank": best["naive"] / best["bank"],
+        "naive_over_fused": best["naive"] / best["fused"],
+    }
     print(
         f"{label:<28} naive {best['naive']:7.2f} s  bank {best['bank']:7.2f} s  "
         f"fused {best['fused']:7.2f} s  "
         f"naive/bank {best['naive'] / best['bank']:5.2f}x  "
         f"naive/fused {best['naive'] / best['fused']:5.2f}x"
     )
+    return row
 
 
 def main():
@@ -94,21 +109,63 @@ def main():
     parser.add_argument(
         "--cnn-inputs", type=int, default=8, help="inputs for the (slow) CNN row"
     )
+    add_arguments(parser, "first_layer", "benchmarks/results/synthetic.json")
     args = parser.parse_args()
+    if min(args.inputs, args.n, args.batch_size, args.repeats, args.cnn_inputs) < 1:
+        parser.error(
+            "--inputs, --n, --batch-size, --repeats, --cnn-inputs must be positive"
+        )
+    record = run_record()
     torch.manual_seed(0)
     print(
         f"{args.inputs} inputs x {args.n} draws, batch {args.batch_size}, "
         f"torch threads {torch.get_num_threads()}"
     )
     X = data("digits", args.inputs)
-    bench("digits MLP (64-256-256-10)", MLP(64, 10), X, (64,), args)
+    rows = [bench("digits MLP (64-256-256-10)", MLP(64, 10), X, (64,), args)]
     X = data("fashion", args.inputs)
     if X is None:
         print(f"Fashion-MNIST not found under {FASHION}: 784-input rows skipped")
-        return
-    bench("F-MNIST MLP (784-256-256-10)", MLP(784, 10), X, (784,), args)
-    cnn = SmallCNN(1, 28, 28, 10)
-    bench("F-MNIST small CNN (1x28x28)", cnn, X[: args.cnn_inputs], (1, 28, 28), args)
+    else:
+        rows.append(
+            bench("F-MNIST MLP (784-256-256-10)", MLP(784, 10), X, (784,), args)
+        )
+        cnn = SmallCNN(1, 28, 28, 10)
+        X = X[: args.cnn_inputs]
+        rows.append(bench("F-MNIST small CNN (1x28x28)", cnn, X, (1, 28, 28), args))
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            settings={
+                "inputs": "digits and Fashion-MNIST test images (seed 0), "
+                "untrained networks",
+                "n": args.n,
+                "sigma": 0.25,
+                "batch_size": args.batch_size,
+                "repeats": args.repeats,
+                "timing": "interleaved, best of repeats",
+                "clock": "wall",
+                "torch_threads": torch.get_num_threads(),
+                "seed": 0,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "network", "label": "network"},
+    {"key": "inputs", "label": "inputs", "format": "d"},
+    {"key": "naive", "label": "naive (s)", "format": ".2f"},
+    {"key": "bank", "label": "bank (s)", "format": ".2f"},
+    {"key": "fused", "label": "fused (s)", "format": ".2f"},
+    {"key": "naive_over_bank", "label": "naive / bank", "format": ".2fx"},
+    {"key": "naive_over_fused", "label": "naive / fused", "format": ".2fx"},
+]
 
 
 if __name__ == "__main__":

@@ -15,12 +15,18 @@ against ``torch.randn`` there; each run waits for the device.
 
     python benchmarks/bench_noise_bank.py [--features 784] [--repeats 41]
     python benchmarks/bench_noise_bank.py --device cuda
+
+``--results-file benchmarks/results/synthetic.json`` writes the table (no data
+set: random draws) as ``--results-table`` (default ``noise_bank``), one row
+per contender with its best and median ms and their ratios to randn, with the
+command, commit and machine (``benchmarks/_results.py``).
 """
 
 import argparse
 import itertools
 
 import torch
+from _results import add_arguments, record_table, run_record
 from _timing import best_of, median_of
 
 from smoothlearn.banks import CHUNK_ROWS, NoiseBank
@@ -32,7 +38,11 @@ def main():
     parser.add_argument("--features", type=int, default=784)
     parser.add_argument("--repeats", type=int, default=41)
     parser.add_argument("--device", default="cpu")
+    add_arguments(parser, "noise_bank", "benchmarks/results/synthetic.json")
     args = parser.parse_args()
+    if args.features < 1 or args.repeats < 1:
+        parser.error("--features and --repeats must be positive")
+    record = run_record(args.device)
     d, n, device = args.features, CHUNK_ROWS * args.features, torch.device(args.device)
     gen = torch.Generator(device=device).manual_seed(0)
     chunks = itertools.count(1)
@@ -59,12 +69,44 @@ def main():
         f"one chunk of {CHUNK_ROWS} x {d} draws on {on}, torch threads "
         f"{torch.get_num_threads()}, {args.repeats} interleaved rounds"
     )
+    rows = {name: {"contender": name} for name in runs}
     for label, timing in (("best", best_of), ("median", median_of)):
         t = timing(runs, args.repeats)
         base = t["float32 randn"]
         print(f"{label}:")
         for name, seconds in t.items():
             print(f"  {name:<36} {1e3 * seconds:6.2f} ms  {seconds / base:5.2f}x randn")
+            rows[name][f"{label}_ms"] = 1e3 * seconds
+            rows[name][f"{label}_ratio"] = seconds / base
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=list(rows.values()),
+            settings={
+                "chunk_rows": CHUNK_ROWS,
+                "features": d,
+                "repeats": args.repeats,
+                "timing": "interleaved rounds, best pass then median pass",
+                "clock": "wall",
+                "device": str(device),
+                "torch_threads": torch.get_num_threads(),
+                "seed": 0,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``).
+COLUMNS = [
+    {"key": "contender", "label": "one chunk"},
+    {"key": "best_ms", "label": "best (ms)", "format": ".2f"},
+    {"key": "best_ratio", "label": "best / randn", "format": ".2fx"},
+    {"key": "median_ms", "label": "median (ms)", "format": ".2f"},
+    {"key": "median_ratio", "label": "median / randn", "format": ".2fx"},
+]
 
 
 if __name__ == "__main__":

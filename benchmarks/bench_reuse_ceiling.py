@@ -8,12 +8,18 @@ runs of ``--reps`` calls) and prints the ratio reuse can reach at most, to
 set beside ``bench_first_layer.py``'s measured naive/fused ratio.
 
     python benchmarks/bench_reuse_ceiling.py [--features 64 784]
+
+``--results-file benchmarks/results/synthetic.json`` writes the table (random
+inputs, no data set) as ``--results-table`` (default ``reuse_ceiling``), one
+row per feature count, with the command, commit and machine
+(``benchmarks/_results.py``).
 """
 
 import argparse
 import time
 
 import torch
+from _results import add_arguments, record_table, run_record
 from torch import nn
 
 
@@ -32,7 +38,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--features", type=int, nargs="+", default=[64, 784])
     parser.add_argument("--reps", type=int, default=200)
+    add_arguments(parser, "reuse_ceiling", "benchmarks/results/synthetic.json")
     args = parser.parse_args()
+    if min(args.features) < 1 or args.reps < 1:
+        parser.error("--features and --reps must be positive")
+    record = run_record()
+    rows = []
     torch.manual_seed(0)
     print(f"ms per 1,000 draws, torch threads {torch.get_num_threads()}")
     for d in args.features:
@@ -60,6 +71,49 @@ def main():
             + "  ".join(f"{k} {v:.3f}" for k, v in t.items())
             + f"  | naive {naive:.3f}  reuse {reuse:.3f}  ceiling {naive / reuse:.2f}x"
         )
+        rows.append(
+            {
+                "features": d,
+                **t,
+                "naive": naive,
+                "reuse": reuse,
+                "ceiling": naive / reuse,
+            }
+        )
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            settings={
+                "model": "MLP in -> 256 -> 256 -> 10",
+                "draws": 1000,
+                "features": args.features,
+                "reps": args.reps,
+                "runs": 5,
+                "timing": "best of 5 runs of reps calls",
+                "clock": "wall",
+                "torch_threads": torch.get_num_threads(),
+                "seed": 0,
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``): ms per
+#: 1,000 draws of each operation, the two paths' sums and their ratio.
+COLUMNS = [
+    {"key": "features", "label": "input features", "format": "d"},
+    *(
+        {"key": key, "label": f"{key} (ms)", "format": ".3f"}
+        for key in ("randn", "fc1", "add", "relu", "fc2", "fc3", "count")
+    ),
+    {"key": "naive", "label": "naive (ms)", "format": ".3f"},
+    {"key": "reuse", "label": "reuse (ms)", "format": ".3f"},
+    {"key": "ceiling", "label": "ceiling (naive / reuse)", "format": ".2fx"},
+]
 
 
 if __name__ == "__main__":
