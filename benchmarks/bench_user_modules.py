@@ -324,10 +324,9 @@ def main():
             columns=COLUMNS,
             rows=rows,
             settings={
-                "datasets": {
-                    "64 inputs": "digits (scikit-learn), /16",
-                    "784 inputs and the CNN": "fashion_mnist test images",
-                },
+                # flat values: a dict in a table reads as an interval
+                "dataset_64_inputs": "digits (scikit-learn), / 16",
+                "dataset_784_inputs_and_cnn": "fashion_mnist test images",
                 "inputs": args.inputs,
                 "cnn_inputs": args.cnn_inputs,
                 "n0": args.n0,
