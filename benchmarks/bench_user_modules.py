@@ -37,6 +37,15 @@ ART, the Sequential MLP >= 15x and the user classes >= 12x. ``--clock cpu``
 times this process's CPU time instead of the wall's (a shared machine).
 
     python benchmarks/bench_user_modules.py [--inputs 16] [--n 10000] [--clock cpu]
+
+``--results-file benchmarks/results/fashion_mnist.json`` writes the table
+(one row per module: ms per input of each column, the ratios, and ART's time
+over floor + shared, the most smoothlearn could gain on ART without
+counting's own cost) as ``--results-table`` (default ``user_modules``), with
+the command, commit and machine (``benchmarks/_results.py``). The 784-input
+rows and the CNN certify Fashion-MNIST test images, the 64-input rows
+scikit-learn's digits (the table's settings say so); writing the table
+needs ART and Fashion-MNIST, checked before any timing.
 """
 
 import argparse
@@ -44,6 +53,7 @@ import os
 
 import numpy as np
 import torch
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS, median_of
 from bench_first_layer import FASHION, data, naive_counts
 from torch import nn
@@ -218,6 +228,22 @@ def bench(label, module, X, input_shape, args):
         runs["ART"] = lambda: art(X)
     t = median_of(runs, args.repeats, args.clock)
     per_input = {k: 1e3 * v / len(X) for k, v in t.items()}
+    row = {
+        "module": label,
+        "path": path,
+        "inputs": len(X),
+        "smoothlearn": per_input["smoothlearn"],
+        "naive": per_input["naive"],
+        "ART": per_input.get("ART"),
+        "floor": per_input["floor"],
+        "shared": per_input["shared"],
+        "naive_speed_up": t["naive"] / t["smoothlearn"],
+        "art_speed_up": t["ART"] / t["smoothlearn"] if "ART" in t else None,
+        "art_over_floor": t["ART"] / t["floor"] if "ART" in t else None,
+        "art_ceiling": (
+            t["ART"] / (t["floor"] + t["shared"]) if "ART" in t else None
+        ),
+    }
     line = (
         f"{label:<34} {path:<6} naive {per_input['naive']:8.1f}  "
         f"smoothlearn {per_input['smoothlearn']:8.1f}  "
@@ -230,7 +256,26 @@ def bench(label, module, X, input_shape, args):
             f"{t['ART'] / t['smoothlearn']:5.2f}x  ART/floor "
             f"{t['ART'] / t['floor']:5.2f}x"
         )
-    print(line)
+    print(line, flush=True)
+    return row
+
+
+#: The table's columns in a results file (``benchmarks/_results.py``): ms per
+#: input, and the ratios of the totals.
+COLUMNS = [
+    {"key": "module", "label": "module"},
+    {"key": "path", "label": "path"},
+    {"key": "inputs", "label": "inputs", "format": "d"},
+    {"key": "smoothlearn", "label": "smoothlearn (ms)", "format": ".1f"},
+    {"key": "naive", "label": "naive (ms)", "format": ".1f"},
+    {"key": "ART", "label": "ART (ms)", "format": ".1f"},
+    {"key": "floor", "label": "floor (ms)", "format": ".1f"},
+    {"key": "shared", "label": "shared (ms)", "format": ".1f"},
+    {"key": "naive_speed_up", "label": "naive / smoothlearn", "format": ".2fx"},
+    {"key": "art_speed_up", "label": "ART / smoothlearn", "format": ".1fx"},
+    {"key": "art_over_floor", "label": "ART / floor", "format": ".1fx"},
+    {"key": "art_ceiling", "label": "ART / (floor + shared)", "format": ".1fx"},
+]
 
 
 def main():
@@ -242,7 +287,14 @@ def main():
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    add_arguments(parser, "user_modules", "benchmarks/results/fashion_mnist.json")
     args = parser.parse_args()
+    if args.results_file:
+        if art_certify(nn.Linear(1, 10), (1,), 0.25, 1, 1, 1) is None:
+            parser.error("--results-file needs ART (the bench extra)")
+        if not os.path.isdir(FASHION):
+            parser.error(f"--results-file needs Fashion-MNIST under {FASHION}")
+    record = run_record()
     torch.manual_seed(0)
     print(
         f"{args.inputs} inputs ({args.cnn_inputs} for the CNN) x (n0 + n = "
@@ -251,16 +303,45 @@ def main():
         f"median of {args.repeats}"
     )
     X = data("digits", args.inputs)
-    for label, module in mlps(64).items():
+    rows = [
         bench(f"64 inputs, {label}", module, X, (64,), args)
+        for label, module in mlps(64).items()
+    ]
     X = data("fashion", args.inputs)
     if X is None:
         print(f"Fashion-MNIST not found under {FASHION}: 784-input rows skipped")
         return
     for label, module in mlps(784).items():
-        bench(f"784 inputs, {label}", module, X, (784,), args)
+        rows.append(bench(f"784 inputs, {label}", module, X, (784,), args))
     cnn_X = X[: args.cnn_inputs]
-    bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args)
+    rows.append(
+        bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args)
+    )
+    if args.results_file:
+        record_table(
+            args.results_file,
+            args.results_table,
+            columns=COLUMNS,
+            rows=rows,
+            settings={
+                # flat values: a dict in a table reads as an interval
+                "dataset_64_inputs": "digits (scikit-learn), / 16",
+                "dataset_784_inputs_and_cnn": "fashion_mnist test images",
+                "inputs": args.inputs,
+                "cnn_inputs": args.cnn_inputs,
+                "n0": args.n0,
+                "n": args.n,
+                "sigma": 0.25,
+                "batch_size": args.batch_size,
+                "repeats": args.repeats,
+                "statistic": "median",
+                "clock": args.clock,
+                "torch_threads": torch.get_num_threads(),
+                "weights": "as initialised, torch.manual_seed(0)",
+            },
+            record=record,
+        )
+        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":
