@@ -259,3 +259,23 @@ def test_bench_precision_refuses_one_results_file_for_two_tables(
         bench_precision.main()  # the speed table and the quality one
     assert raised.value.code == 2 and "takes one table" in capsys.readouterr().err
     assert not path.exists()
+
+
+def test_a_table_stays_hand_written_only_for_a_reason_a_run_here_cannot_remove():
+    """Every benchmark script writes a results file: a typed-in table says why
+    no run here replaced it (a GPU, loads a run cannot choose, a quiet
+    machine), never that its benchmark writes none."""
+    import re
+
+    page = (ROOT / "docs" / "benchmarks.rst").read_text()
+    reasons = re.findall(r"^\.\. hand-written:: (.*)$", page, flags=re.M)
+    assert reasons
+    for reason in reasons:
+        assert "writes no results file" not in reason, reason
+    scripts = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    silent = [
+        s.name
+        for s in scripts
+        if "--results-file" not in s.read_text() and "add_arguments" not in s.read_text()
+    ]
+    assert not silent, f"benchmarks that write no results file: {silent}"
