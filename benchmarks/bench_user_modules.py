@@ -240,9 +240,7 @@ def bench(label, module, X, input_shape, args):
         "naive_speed_up": t["naive"] / t["smoothlearn"],
         "art_speed_up": t["ART"] / t["smoothlearn"] if "ART" in t else None,
         "art_over_floor": t["ART"] / t["floor"] if "ART" in t else None,
-        "art_ceiling": (
-            t["ART"] / (t["floor"] + t["shared"]) if "ART" in t else None
-        ),
+        "art_ceiling": (t["ART"] / (t["floor"] + t["shared"]) if "ART" in t else None),
     }
     line = (
         f"{label:<34} {path:<6} naive {per_input['naive']:8.1f}  "
@@ -314,9 +312,7 @@ def main():
     for label, module in mlps(784).items():
         rows.append(bench(f"784 inputs, {label}", module, X, (784,), args))
     cnn_X = X[: args.cnn_inputs]
-    rows.append(
-        bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args)
-    )
+    rows.append(bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args))
     if args.results_file:
         record_table(
             args.results_file,
