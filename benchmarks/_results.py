@@ -124,18 +124,22 @@ def run_record(device="cpu", argv=None):
     }
 
 
-def add_arguments(parser, table, where="benchmarks/results/<dataset>.json"):
+def add_arguments(
+    parser, table, where="benchmarks/results/<dataset>.json", default_name=None
+):
     """``--results-file`` (``where``: the data set's file) and
-    ``--results-table`` (default ``table``) of a benchmark that writes its
-    table with :func:`record_table`; without ``--results-file`` it writes
-    nothing."""
+    ``--results-table`` (default ``table``; None where the benchmark names
+    the table from its run, as ``default_name`` says) of a benchmark that
+    writes its table with :func:`record_table`; without ``--results-file`` it
+    writes nothing."""
     parser.add_argument(
         "--results-file",
         default=None,
         help=f"the results file ({where}) to write the table into",
     )
+    name = f" (default {default_name})" if default_name else ""
     parser.add_argument(
-        "--results-table", default=table, help="the table's name in that file"
+        "--results-table", default=table, help=f"the table's name in that file{name}"
     )
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.attacks import attack_certified_regions, smoothed_pgd_attack
@@ -51,16 +51,11 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--draws", type=int, default=16)
     parser.add_argument("--restarts", type=int, default=1)
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the digits results file (benchmarks/results/digits.json) to "
-        "write the finished table into",
-    )
-    parser.add_argument(
-        "--results-table",
-        default=None,
-        help="the table's name in that file (attack_<first>_<last>)",
+    add_arguments(
+        parser,
+        None,
+        "benchmarks/results/digits.json",
+        default_name="attack_<first>_<last>",
     )
     args = parser.parse_args()
     if args.results_file and Path(args.results_file).name != "digits.json":

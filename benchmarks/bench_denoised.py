@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from bench_quality import load
 from torch import nn
 
@@ -219,18 +219,6 @@ def print_table(certified, seconds, radii, intervals, reference):
         print(f"  {case:<14} {seconds[case][1] / seconds[reference][1]:.2f}x")
 
 
-def results_options(parser, table):
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default=None, help=f"the table's name (default {table})"
-    )
-
-
 def check_results_options(parser, args):
     if args.results_file and not args.results_file.endswith(".json"):
         parser.error(f"--results-file names a .json file, not {args.results_file!r}")
@@ -258,7 +246,11 @@ def main():
     parser.add_argument(
         "--batch-size", type=int, default=1000, help="noisy inputs per forward pass"
     )
-    results_options(parser, "denoised, or denoised_user_mlp for --classifier user-mlp")
+    add_arguments(
+        parser,
+        None,
+        default_name="denoised, or denoised_user_mlp for --classifier user-mlp",
+    )
     args = parser.parse_args()
     check_results_options(parser, args)
     table_name = args.results_table or (

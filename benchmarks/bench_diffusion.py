@@ -50,7 +50,7 @@ import time
 
 import numpy as np
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from bench_denoised import (
     bootstrap,
     check_results_options,
@@ -59,7 +59,6 @@ from bench_denoised import (
     network,
     paired,
     print_table,
-    results_options,
     table_rows,
     train_clean,
 )
@@ -177,7 +176,7 @@ def main():
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--strategy", default="cohen")
     parser.add_argument("--device", default="cpu", help="where to certify")
-    results_options(parser, "diffusion")
+    add_arguments(parser, None, default_name="diffusion")
     args = parser.parse_args()
     unknown = sorted(set(args.cases) - set(CASES) - {GEOMETRIC})
     if unknown:

@@ -24,7 +24,7 @@ import argparse
 import copy
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -65,15 +65,7 @@ def main():
     # cpu: this process's CPU time, which other work on a shared machine
     # inflates far less than the wall time (benchmarks/_timing.py)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="grid", help="the table's name in that file"
-    )
+    add_arguments(parser, "grid")
     args = parser.parse_args()
     record = run_record()
 

@@ -32,7 +32,7 @@ import argparse
 
 import numpy as np
 import torch
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import best_of
 from bench_quality import load
 
@@ -51,15 +51,7 @@ def main():
     parser.add_argument("--inputs", type=int, default=20)
     parser.add_argument("--window", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="grid_sampler", help="the table's name in that file"
-    )
+    add_arguments(parser, "grid_sampler")
     args = parser.parse_args()
     record = run_record()
     torch.set_num_threads(1)

@@ -34,7 +34,7 @@ import warnings
 
 import joblib
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -175,15 +175,7 @@ def main():
         help="also run each memory on this many shuffles of the inputs and "
         "report the largest change of a certificate",
     )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="memory", help="the table's name in that file"
-    )
+    add_arguments(parser, "memory")
     parser.add_argument(
         "--clock",
         choices=sorted(CLOCKS),

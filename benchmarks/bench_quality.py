@@ -50,7 +50,7 @@ import time
 
 import joblib
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -145,15 +145,7 @@ def main():
         help="folder of per-strategy results: kept, and compared with those of "
         "earlier runs on the same inputs",
     )
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the finished table into",
-    )
-    parser.add_argument(
-        "--results-table", default="quality", help="the table's name in that file"
-    )
+    add_arguments(parser, "quality")
     args = parser.parse_args()
     record = run_record(args.device)
     X_train, y_train, X_test, y_test = load(args.dataset, args.images, args.test_size)

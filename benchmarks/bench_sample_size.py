@@ -29,7 +29,7 @@ results file (``benchmarks/_results.py``).
 import argparse
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from _timing import CLOCKS
 
 from smoothlearn import SmoothedClassifier
@@ -51,15 +51,7 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--radius", type=float, default=0.5)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the table into",
-    )
-    parser.add_argument(
-        "--results-table", default="sample_size", help="the table's name in that file"
-    )
+    add_arguments(parser, "sample_size")
     args = parser.parse_args()
     record = run_record()
     now = CLOCKS[args.clock]

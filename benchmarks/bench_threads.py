@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,12 +90,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1, 2])
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the results file (benchmarks/results/digits.json) to write into",
-    )
-    parser.add_argument("--results-table", default="threads")
+    add_arguments(parser, "threads", "benchmarks/results/digits.json")
     args = parser.parse_args()
     if args.rounds < 1 or min(args.threads + args.n_jobs) < 1:
         parser.error("--rounds, --threads and --n-jobs must be at least 1")

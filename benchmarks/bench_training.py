@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from bench_quality import bootstrap_interval
 
 from smoothlearn import SmoothedClassifier
@@ -116,15 +116,7 @@ def main():
     )
     parser.add_argument("--strategies", nargs="+", default=["cohen", "ancer"])
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the digits results file (benchmarks/results/digits.json) to "
-        "write the finished table into",
-    )
-    parser.add_argument(
-        "--results-table", default="training", help="the table's name in that file"
-    )
+    add_arguments(parser, "training", "benchmarks/results/digits.json")
     args = parser.parse_args()
     if args.results_file and Path(args.results_file).name != "digits.json":
         parser.error(

@@ -26,7 +26,7 @@ import argparse
 import time
 
 import numpy as np
-from _results import record_table, run_record
+from _results import add_arguments, record_table, run_record
 from bench_quality import bootstrap_interval
 from bench_training import contributions
 
@@ -57,17 +57,7 @@ def main():
         default=["cohen", "ucan_pattern", "ucan_universal", "ucan_input"],
     )
     parser.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument(
-        "--results-file",
-        default=None,
-        help="the data set's results file (benchmarks/results/<dataset>.json) "
-        "to write the finished table into",
-    )
-    parser.add_argument(
-        "--results-table",
-        default="ucan_equal_mean_sigma",
-        help="the table's name in that file",
-    )
+    add_arguments(parser, "ucan_equal_mean_sigma")
     args = parser.parse_args()
     if args.results_file and not args.results_file.endswith(".json"):
         parser.error(f"--results-file: a .json file, not {args.results_file}")
