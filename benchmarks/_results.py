@@ -49,6 +49,7 @@ __all__ = [
     "format_value",
     "load_results",
     "machine",
+    "radii_column",
     "record_table",
     "render_table",
     "run_record",
@@ -141,6 +142,18 @@ def add_arguments(
     parser.add_argument(
         "--results-table", default=table, help=f"the table's name in that file{name}"
     )
+
+
+def radii_column(key, label, radii, spec=".3"):
+    """A list-valued column: ``key`` at each of ``radii``, labelled ``label``
+    then the radii as the tables write them (``0 / .25 / .5``)."""
+    at = " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii)
+    return {
+        "key": key,
+        "label": f"{label} {at}",
+        "format": spec,
+        "at": [float(r) for r in radii],
+    }
 
 
 def _check_table(name, table):

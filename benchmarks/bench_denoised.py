@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 from bench_quality import load
 from torch import nn
 
@@ -141,24 +141,13 @@ def interval(figure):
 
 def columns(radii, reference, key_label="sigma, case"):
     """The results table's columns; ``reference`` is the case costs are over."""
-    at = " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii)
     return [
         {"key": "case", "label": key_label},
-        {
-            "key": "certified_accuracy",
-            "label": f"certified accuracy at {at}",
-            "format": ".3",
-            "at": list(radii),
-        },
+        radii_column("certified_accuracy", "certified accuracy at", radii),
         {"key": "train_seconds", "label": "train s", "format": ".1f"},
         {"key": "seconds", "label": "s/input", "format": ".4f"},
         {"key": "cost", "label": f"cost over {reference}", "format": ".2fx"},
-        {
-            "key": "gap_closed",
-            "label": f"gap closed at {at}",
-            "format": ".2f",
-            "at": list(radii),
-        },
+        radii_column("gap_closed", "gap closed at", radii, ".2f"),
     ]
 
 

@@ -24,7 +24,7 @@ import argparse
 import copy
 
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -181,13 +181,7 @@ PATHS = {"grid": "grid", "float": "float", "float, no reuse": "float plain"}
 #: The table's columns in a results file (``benchmarks/_results.py``).
 COLUMNS = [
     {"key": "path", "label": "strategy, path"},
-    {
-        "key": "certified_accuracy",
-        "label": "certified accuracy at "
-        + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
-        "format": ".3",
-        "at": list(RADII),
-    },
+    radii_column("certified_accuracy", "certified accuracy at", RADII),
     {"key": "acr", "label": "ACR", "format": ".3"},
     {"key": "seconds", "label": "s/input", "format": ".4f"},
     {"key": "first_seconds", "label": "first call, s/input", "format": ".4f"},

@@ -34,7 +34,7 @@ import warnings
 
 import joblib
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -319,13 +319,7 @@ def columns(clock):
     seconds = "CPU s/input" if clock == "cpu" else "s/input"
     return [
         {"key": "memory_strategy", "label": "memory, strategy"},
-        {
-            "key": "certified_accuracy",
-            "label": "certified accuracy at "
-            + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
-            "format": ".3",
-            "at": list(RADII),
-        },
+        radii_column("certified_accuracy", "certified accuracy at", RADII),
         {"key": "acr", "label": "ACR", "format": ".3"},
         {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
         {"key": "kept", "label": "AC R~ kept", "format": ".0%"},

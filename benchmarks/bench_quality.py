@@ -50,7 +50,7 @@ import time
 
 import joblib
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -240,13 +240,7 @@ def main():
 #: The quality table's columns in a results file (``benchmarks/_results.py``).
 COLUMNS = [
     {"key": "strategy", "label": "strategy"},
-    {
-        "key": "certified_accuracy",
-        "label": "certified accuracy at "
-        + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in RADII),
-        "format": ".3",
-        "at": list(RADII),
-    },
+    radii_column("certified_accuracy", "certified accuracy at", RADII),
     {"key": "acr", "label": "ACR", "format": ".3"},
     {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
     {"key": "seconds", "label": "s/input", "format": ".3f"},

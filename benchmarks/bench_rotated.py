@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 
 CHILD = r"""
 import json, sys, time
@@ -76,13 +76,7 @@ def columns(radii):
     """The table's columns in a results file (``benchmarks/_results.py``)."""
     return [
         {"key": "strategy", "label": "strategy"},
-        {
-            "key": "certified_accuracy_proxy",
-            "label": "certified accuracy at R~ = "
-            + " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii),
-            "format": ".3",
-            "at": list(radii),
-        },
+        radii_column("certified_accuracy_proxy", "certified accuracy at R~ =", radii),
         {"key": "acr", "label": "ACR", "format": ".3"},
         {"key": "acr_proxy", "label": "AC R~", "format": ".3"},
         {"key": "seconds", "label": "s/input", "format": ".3f"},

@@ -26,7 +26,7 @@ import argparse
 import time
 
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, radii_column, record_table, run_record
 from bench_quality import bootstrap_interval
 from bench_training import contributions
 
@@ -150,16 +150,12 @@ def main():
 
 def columns(radii):
     """The table's columns in a results file (``benchmarks/_results.py``)."""
-    at = " / ".join(f"{r:g}".removeprefix("0") or "0" for r in radii)
     return [
         {"key": "strategy", "label": "strategy"},
         {"key": "sigma_gm", "label": "mean sigma", "format": ".3f"},
-        {
-            "key": "certified_accuracy_proxy",
-            "label": f"certified accuracy at proxy radius {at}",
-            "format": ".3",
-            "at": [float(r) for r in radii],
-        },
+        radii_column(
+            "certified_accuracy_proxy", "certified accuracy at proxy radius", radii
+        ),
         {"key": "acr", "label": "ACR", "format": ".3"},
         {"key": "acr_proxy", "label": "mean proxy", "format": ".3"},
         {"key": "clean", "label": "clean", "format": ".3"},
