@@ -53,6 +53,7 @@ __all__ = [
     "record_table",
     "render_table",
     "run_record",
+    "write_table",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +155,14 @@ def radii_column(key, label, radii, spec=".3"):
         "format": spec,
         "at": [float(r) for r in radii],
     }
+
+
+def write_table(args, **table):
+    """:func:`record_table` of ``table`` into ``--results-file`` as
+    ``--results-table`` (the options :func:`add_arguments` adds), and say so."""
+    data = record_table(args.results_file, args.results_table, **table)
+    print(f"wrote table {args.results_table!r} of {args.results_file}")
+    return data
 
 
 def _check_table(name, table):

@@ -46,7 +46,7 @@ import statistics
 import numpy as np
 import scipy.stats
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import CLOCKS
 from bench_quality import load
 from torch import nn
@@ -164,9 +164,8 @@ def main():
             }
         )
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -188,7 +187,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``).

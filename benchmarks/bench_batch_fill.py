@@ -46,7 +46,7 @@ import dataclasses
 import time
 
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import CLOCKS
 from bench_quality import load
 
@@ -204,9 +204,8 @@ def main():
                     args, clf, X_test, kwargs, counter, clock, names[setting], path
                 )
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=table,
             settings={
@@ -231,7 +230,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 def run_modes(args, clf, X_test, kwargs, counter, clock, name, path):

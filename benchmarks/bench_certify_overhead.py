@@ -24,7 +24,7 @@ import argparse
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import CLOCKS, best_of
 from sklearn.datasets import load_digits
 from torch import nn
@@ -142,9 +142,8 @@ def main():
             {"part": name, "seconds": seconds, "vs_floor": seconds / best["floor"]}
             for name, seconds in best.items()
         ]
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -165,7 +164,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``).

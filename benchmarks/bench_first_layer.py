@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import best_of
 
 from smoothlearn.banks import ESTIMATION, NoiseBank
@@ -134,9 +134,8 @@ def main():
         X = X[: args.cnn_inputs]
         rows.append(bench("F-MNIST small CNN (1x28x28)", cnn, X, (1, 28, 28), args))
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -153,7 +152,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``).

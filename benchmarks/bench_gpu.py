@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from bench_user_modules import art_certify
 from torch import nn
 from torch.nn import functional as F
@@ -180,9 +180,8 @@ def main():
     if args.trace:
         print(device_to_host_copies(_certifier(clf, "cohen"), X, args))
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=[
                 {"key": "run", "label": "run"},
                 {"key": "seconds", "label": "s per image", "format": ".3f"},
@@ -211,7 +210,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 def _certifier(clf, strategy):

@@ -24,7 +24,7 @@ import argparse
 import copy
 
 import numpy as np
-from _results import add_arguments, radii_column, record_table, run_record
+from _results import add_arguments, radii_column, run_record, write_table
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -163,16 +163,14 @@ def main():
             "seed": args.seed,
             "bootstrap": args.boot,
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             differences=differences,
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: A path's name in the results file's rows ("cohen, grid", ...).

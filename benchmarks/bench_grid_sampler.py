@@ -32,7 +32,7 @@ import argparse
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import best_of
 from bench_quality import load
 
@@ -174,9 +174,8 @@ def main():
             "distinct_rows": len(rows),
             "isotropic_rows": sum(len(np.unique(r)) == 1 for r in rows),
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=[
                 {"piece": PIECES[name][0], "what": PIECES[name][1], "ms": ms}
@@ -185,7 +184,6 @@ def main():
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: Each timed piece's row name in the results file and what it times.

@@ -34,7 +34,7 @@ import warnings
 
 import joblib
 import numpy as np
-from _results import add_arguments, radii_column, record_table, run_record
+from _results import add_arguments, radii_column, run_record, write_table
 from _timing import CLOCKS
 from bench_quality import RADII, bootstrap_interval, load, parse_strategy
 
@@ -283,9 +283,8 @@ def main():
                 found, f"{spec.replace('-', ' ')}, {text}", f"sequential, {text}"
             )
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=columns(args.clock),
             rows=written,
             differences=differences,
@@ -306,7 +305,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The memory columns (blank on the rows of no memory).

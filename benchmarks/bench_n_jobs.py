@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -82,9 +82,8 @@ def main():
             }
         )
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -99,7 +98,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``).

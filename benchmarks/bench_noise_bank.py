@@ -26,7 +26,7 @@ import argparse
 import itertools
 
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import best_of, median_of
 
 from smoothlearn.banks import CHUNK_ROWS, NoiseBank
@@ -79,9 +79,8 @@ def main():
             rows[name][f"{label}_ms"] = 1e3 * seconds
             rows[name][f"{label}_ratio"] = seconds / base
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=list(rows.values()),
             settings={
@@ -96,7 +95,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``).

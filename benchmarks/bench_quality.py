@@ -50,7 +50,7 @@ import time
 
 import joblib
 import numpy as np
-from _results import add_arguments, radii_column, record_table, run_record
+from _results import add_arguments, radii_column, run_record, write_table
 
 from smoothlearn import SmoothedClassifier
 from smoothlearn.datasets import load_dataset
@@ -225,16 +225,14 @@ def main():
             "bootstrap": args.boot,
             "results_read_from_earlier_runs": resumed,
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=[table_row(text, row) for text, row in rows.items()],
             differences=differences,
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The quality table's columns in a results file (``benchmarks/_results.py``).

@@ -19,7 +19,7 @@ import argparse
 import time
 
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from torch import nn
 
 
@@ -81,9 +81,8 @@ def main():
             }
         )
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -99,7 +98,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 #: The table's columns in a results file (``benchmarks/_results.py``): ms per

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from _results import add_arguments, radii_column, record_table, run_record
+from _results import add_arguments, radii_column, run_record, write_table
 
 CHILD = r"""
 import json, sys, time
@@ -183,9 +183,8 @@ def main():
         )
     os.remove(path)
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=columns(args.radii),
             rows=rows,
             settings={
@@ -204,7 +203,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ results file (``benchmarks/_results.py``).
 import argparse
 
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import CLOCKS
 
 from smoothlearn import SmoothedClassifier
@@ -130,15 +130,13 @@ def main():
             "clock": args.clock,
             "train_seconds": trained,
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=columns(args.radius),
             rows=table_rows(y, cert, seconds, args.radius, args.tolerance, args.n),
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 def columns(radius):

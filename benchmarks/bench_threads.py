@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,9 +111,8 @@ def main():
         for name, t in times.items()
     ]
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=[
                 {"key": "case", "label": "work, setting"},
                 {"key": "seconds", "label": "wall s, round by round", "format": ".1f"},
@@ -128,7 +127,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

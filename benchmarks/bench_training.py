@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from bench_quality import bootstrap_interval
 
 from smoothlearn import SmoothedClassifier
@@ -191,16 +191,14 @@ def main():
             "memory": str(clf.memory),
             "bootstrap": args.boot,
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             differences=intervals,
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import argparse
 import time
 
 import numpy as np
-from _results import add_arguments, radii_column, record_table, run_record
+from _results import add_arguments, radii_column, run_record, write_table
 from bench_quality import bootstrap_interval
 from bench_training import contributions
 
@@ -136,16 +136,14 @@ def main():
             "strategies": args.strategies,
             "bootstrap": args.boot,
         }
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=columns(args.radii),
             rows=rows,
             differences=intervals,
             settings=settings,
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 def columns(radii):

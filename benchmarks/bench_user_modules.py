@@ -53,7 +53,7 @@ import os
 
 import numpy as np
 import torch
-from _results import add_arguments, record_table, run_record
+from _results import add_arguments, run_record, write_table
 from _timing import CLOCKS, median_of
 from bench_first_layer import FASHION, data, naive_counts
 from torch import nn
@@ -314,9 +314,8 @@ def main():
     cnn_X = X[: args.cnn_inputs]
     rows.append(bench("small CNN class (1x28x28)", UserCNN(), cnn_X, (1, 28, 28), args))
     if args.results_file:
-        record_table(
-            args.results_file,
-            args.results_table,
+        write_table(
+            args,
             columns=COLUMNS,
             rows=rows,
             settings={
@@ -337,7 +336,6 @@ def main():
             },
             record=record,
         )
-        print(f"wrote table {args.results_table!r} of {args.results_file}")
 
 
 if __name__ == "__main__":
